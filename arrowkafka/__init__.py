@@ -1,0 +1,43 @@
+"""arrowkafka: an Arrow-native columnar batch codec for the Apache Kafka wire protocol.
+
+>>> import arrowkafka as ak
+>>> ak.arrow_schema("FetchRequest", 12).field("topics").type.value_type.field(0).name
+'topic'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import ArrowKafkaError, SpecError
+from .specset import SpecSet, default_specs, load_specs
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "ArrowKafkaError",
+    "SpecError",
+    "SpecSet",
+    "arrow_schema",
+    "load_specs",
+    "request_header_version",
+    "response_header_version",
+]
+
+__version__ = "0.1.0"
+
+
+def arrow_schema(name: str, version: int | None = None) -> pa.Schema:
+    """``load_specs().arrow_schema(name, version)``: see ``SpecSet.arrow_schema``."""
+    return default_specs().arrow_schema(name, version)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header version for an API at a version, from the vendored specs."""
+    return default_specs().request_header_version(api_key, api_version)
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header version for an API at a version, from the vendored specs."""
+    return default_specs().response_header_version(api_key, api_version)

@@ -1,0 +1,195 @@
+"""Stage 2: a ``MessageSpec`` (and a version, or all of them) -> ``pa.Schema``.
+
+The mapping (also in the README):
+
+======================  =============================  ==========================================
+Kafka                   Arrow                          why
+======================  =============================  ==========================================
+bool                    bool                           any non-zero byte reads as true
+int8/16/32/64           int8/16/32/64                  same width and sign, whatever the KIP-625
+                                                       wire encoding (fixed, packed, upacked)
+uint16, uint32          uint16, uint32                 unsigned on the wire, kept unsigned
+float64                 float64                        IEEE 754 both sides
+string                  string (utf8)                  Kafka strings are UTF-8
+bytes                   binary                         opaque
+records                 binary                         the record set as sent, bytes kept exact
+uuid                    arrow.uuid extension           canonical type: Parquet writes it as its
+                        (fixed_size_binary(16))        UUID logical type, readers show UUIDs
+[]T                     list<T not null>               Kafka arrays never hold null elements
+struct / []struct       struct / list<struct>          field order as on the wire
+tagged field            an ordinary column             absent on the wire -> the spec default
+unknown tagged fields   ``_unknown_tags``              map<uint32, binary> in every struct of a
+                                                       flexible version: tag -> raw value bytes
+======================  =============================  ==========================================
+
+Column names are the spec names in snake_case (``ThrottleTimeMs`` -> ``throttle_time_ms``);
+the spec name, type, versions, tag, default and about text ride along as field metadata
+(keys ``kafka.*``). Nullability follows ``nullableVersions`` in the version asked for.
+
+``message_schema(spec, None)`` is the all-versions schema: one schema for every valid version
+(as Kafka's generated MessageData class is one class for all versions). Its first column,
+``_version`` (int16), carries each row's version; a field is in it if it is in any version, and
+is nullable if it is nullable in any version or its default is null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from .errors import SpecError
+from .spec import Field, MessageSpec, Struct
+
+__all__ = [
+    "UNKNOWN_TAGS",
+    "VERSION_COLUMN",
+    "column_name",
+    "message_schema",
+    "primitive_type",
+    "unknown_tags_type",
+]
+
+UNKNOWN_TAGS = "_unknown_tags"
+VERSION_COLUMN = "_version"
+
+_PRIMITIVE = {
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "uint16": pa.uint16(),
+    "int32": pa.int32(),
+    "uint32": pa.uint32(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+    "records": pa.binary(),
+    "uuid": pa.uuid(),
+}
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def column_name(kafka_name: str) -> str:
+    """``ThrottleTimeMs`` -> ``throttle_time_ms``; ``myUint16`` -> ``my_uint16``."""
+    return _CAMEL.sub("_", kafka_name).lower()
+
+
+def primitive_type(element: str) -> pa.DataType:
+    return _PRIMITIVE[element]
+
+
+def unknown_tags_type() -> pa.DataType:
+    return pa.map_(pa.uint32(), pa.field("value", pa.binary(), nullable=False))
+
+
+def _unknown_tags_field() -> pa.Field:
+    return pa.field(
+        UNKNOWN_TAGS,
+        unknown_tags_type(),
+        nullable=False,
+        metadata={"kafka.about": "Tagged fields this spec does not know: tag -> raw value bytes."},
+    )
+
+
+def _metadata(f: Field) -> dict[str, str]:
+    meta = {
+        "kafka.name": f.name,
+        "kafka.type": f.type,
+        "kafka.versions": str(f.versions),
+    }
+    if not f.nullable_versions.empty:
+        meta["kafka.nullable_versions"] = str(f.nullable_versions)
+    if f.tag is not None:
+        meta["kafka.tag"] = str(f.tag)
+        meta["kafka.tagged_versions"] = str(f.tagged_versions)
+    if f.optional:
+        meta["kafka.optional"] = "true"
+    if f.default_text is not None:
+        meta["kafka.default"] = f.default_text
+    if f.encodings:
+        meta["kafka.encoding"] = ", ".join(f"{e.versions}: {e.name}" for e in f.encodings)
+    if f.entity_type:
+        meta["kafka.entity_type"] = f.entity_type
+    if f.map_key:
+        meta["kafka.map_key"] = "true"
+    if f.ignorable:
+        meta["kafka.ignorable"] = "true"
+    if f.about:
+        meta["kafka.about"] = f.about
+    return meta
+
+
+class _Builder:
+    """Builds Arrow types for one message over a set of versions (one, or all valid)."""
+
+    def __init__(self, spec: MessageSpec) -> None:
+        self.spec = spec
+
+    def struct_fields(self, struct: Struct, versions: Sequence[int], path: str) -> list[pa.Field]:
+        out: list[pa.Field] = []
+        names: dict[str, str] = {}
+        # Draft dialect: the optional-field buffer opens each struct, so its fields come first.
+        for f in (*struct.optional_fields, *struct.fields):
+            present = [v for v in versions if v in f.versions]
+            if not present:
+                continue
+            col = column_name(f.name)
+            if col in names:
+                raise SpecError(
+                    self.spec.source,
+                    f"{path}.{f.name}",
+                    f"fields {names[col]} and {f.name} both map to column {col!r}",
+                )
+            names[col] = f.name
+            nullable = any(f.nullable_in(v) for v in present) or (
+                f.default is None and len(present) < len(versions)
+            )
+            out.append(
+                pa.field(col, self.field_type(f, present, f"{path}.{f.name}"), nullable, _metadata(f))
+            )
+        if any(self.spec.is_flexible(v) or self.spec.has_optional_buffer(v) for v in versions):
+            out.append(_unknown_tags_field())
+        return out
+
+    def field_type(self, f: Field, versions: Sequence[int], path: str) -> pa.DataType:
+        if f.struct is not None:
+            value: pa.DataType = pa.struct(self.struct_fields(f.struct, versions, path))
+        else:
+            value = _PRIMITIVE[f.element]
+        if f.kind == "array":
+            return pa.list_(pa.field("item", value, nullable=False))
+        return value
+
+
+def message_schema(spec: MessageSpec, version: int | None = None) -> pa.Schema:
+    """The Arrow schema of one version of a message, or (``version=None``) of all versions."""
+    builder = _Builder(spec)
+    meta = {
+        "kafka.name": spec.name,
+        "kafka.type": spec.type,
+        "kafka.valid_versions": str(spec.valid_versions),
+        "kafka.flexible_versions": str(spec.flexible_versions),
+        "kafka.spec_sha256": spec.sha256,
+    }
+    if spec.api_key is not None:
+        meta["kafka.api_key"] = str(spec.api_key)
+    if not spec.optional_versions.empty:
+        meta["kafka.versions_with_optional"] = str(spec.optional_versions)
+    if version is None:
+        fields = [
+            pa.field(
+                VERSION_COLUMN,
+                pa.int16(),
+                nullable=False,
+                metadata={"kafka.about": "The message version this row was read at."},
+            )
+        ]
+        fields += builder.struct_fields(spec.root, list(spec.valid_versions), spec.name)
+    else:
+        spec.check_version(version)
+        meta["kafka.version"] = str(version)
+        fields = builder.struct_fields(spec.root, [version], spec.name)
+    return pa.schema(fields, metadata=meta)

@@ -1,0 +1,144 @@
+"""A loaded set of specs, and the module-level API over the vendored default set.
+
+``load_specs()`` reads the specs vendored in ``specs/`` (shipped as ``arrowkafka.specs``);
+``load_specs(dir, dir2, ...)`` reads a user's folders, a later folder overriding an earlier one
+by message name. The ``SpecSet`` it returns has the same methods as the module-level
+functions, which use the default set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .spec import MessageSpec, load_folders, request_header_version, response_header_version
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["SpecSet", "load_specs", "default_specs", "vendored_specs_dir"]
+
+
+def vendored_specs_dir() -> Path:
+    """The folder of Kafka specs shipped with arrowkafka."""
+    from . import specs as _vendored
+
+    return Path(_vendored.__file__).parent
+
+
+class SpecSet:
+    """Message specs by name, with the schema (and later decode/encode) API bound to them."""
+
+    def __init__(self, messages: dict[str, MessageSpec], folders: tuple[str, ...] = ()) -> None:
+        self._messages = dict(sorted(messages.items()))
+        self.folders = folders
+        digest = hashlib.sha256()
+        for name, spec in self._messages.items():
+            digest.update(f"{name}\0{spec.sha256}\n".encode())
+        #: Identifies exactly which spec texts this set holds; part of every cache key.
+        self.revision = digest.hexdigest()[:16]
+        self._by_key: dict[tuple[str, int], MessageSpec] = {}
+        for spec in self._messages.values():
+            if spec.type in ("request", "response") and spec.api_key is not None:
+                self._by_key[(spec.type, spec.api_key)] = spec
+        self._schemas: dict[tuple[str, int | None], pa.Schema] = {}
+
+    def __repr__(self) -> str:
+        where = ", ".join(self.folders) or "vendored"
+        return f"<SpecSet {len(self)} messages from {where}, revision {self.revision}>"
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[MessageSpec]:
+        return iter(self._messages.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._messages
+
+    def __getitem__(self, name: str) -> MessageSpec:
+        try:
+            return self._messages[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, self._messages, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise KeyError(f"no message spec named {name!r}{hint}") from None
+
+    def pairs(self) -> Iterator[tuple[str, int]]:
+        """Every (message name, version) pair the set defines."""
+        for spec in self:
+            for version in spec.valid_versions:
+                yield spec.name, version
+
+    def request(self, api_key: int) -> MessageSpec:
+        """The request spec of an API key."""
+        return self._api(("request", api_key))
+
+    def response(self, api_key: int) -> MessageSpec:
+        """The response spec of an API key."""
+        return self._api(("response", api_key))
+
+    def _api(self, key: tuple[str, int]) -> MessageSpec:
+        try:
+            return self._by_key[key]
+        except KeyError:
+            raise KeyError(f"no {key[0]} spec for api key {key[1]}") from None
+
+    def arrow_schema(self, name: str, version: int | None = None) -> pa.Schema:
+        """The ``pa.Schema`` of one version of a message, or of all its versions.
+
+        Parameters
+        ----------
+        name : str
+            Message name as in its spec, e.g. ``"FetchRequest"``.
+        version : int, optional
+            A valid version. Without it, the all-versions schema: its ``_version`` column
+            carries each row's version and every field of any version is a column.
+
+        Examples
+        --------
+        >>> import arrowkafka as ak
+        >>> ak.arrow_schema("ApiVersionsRequest", 3).names
+        ['client_software_name', 'client_software_version', '_unknown_tags']
+        """
+        key = (name, version)
+        schema = self._schemas.get(key)
+        if schema is None:
+            from .schema import message_schema
+
+            schema = self._schemas[key] = message_schema(self[name], version)
+        return schema
+
+    def request_header_version(self, api_key: int, api_version: int) -> int:
+        """Request header version (0, 1 or 2) that frames ``api_key`` at ``api_version``."""
+        spec = self.request(api_key)
+        return request_header_version(api_key, api_version, spec.is_flexible(api_version))
+
+    def response_header_version(self, api_key: int, api_version: int) -> int:
+        """Response header version (0 or 1) that frames ``api_key`` at ``api_version``."""
+        spec = self.response(api_key)
+        return response_header_version(api_key, api_version, spec.is_flexible(api_version))
+
+
+_DEFAULT: SpecSet | None = None
+
+
+def load_specs(*folders: str | Path) -> SpecSet:
+    """Load spec folders (later ones override earlier ones by message name).
+
+    With no folder, load the specs vendored with arrowkafka.
+    """
+    if not folders:
+        return default_specs()
+    return SpecSet(load_folders(folders), tuple(str(f) for f in folders))
+
+
+def default_specs() -> SpecSet:
+    """The vendored spec set, loaded once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = SpecSet(load_folders([vendored_specs_dir()]))
+    return _DEFAULT

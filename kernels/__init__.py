@@ -1,0 +1,1 @@
+"""Stage 4: Numba kernels (installed as ``arrowkafka.kernels``); numpy and numba only."""

@@ -1,0 +1,1 @@
+"""Spark integration (installed as ``arrowkafka.spark``); needs the ``spark`` extra."""

@@ -1,0 +1,1 @@
+"""Apache Kafka's JSON message specs, vendored as data (see SOURCE.md); no code."""
