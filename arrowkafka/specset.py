@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,8 +29,8 @@ def vendored_specs_dir() -> Path:
     return Path(_vendored.__file__).parent
 
 
-class SpecSet:
-    """Message specs by name, with the schema (and later decode/encode) API bound to them."""
+class SpecSet(Mapping[str, MessageSpec]):
+    """Message specs by name (a read-only mapping), with the schema API bound to them."""
 
     def __init__(self, messages: dict[str, MessageSpec], folders: tuple[str, ...] = ()) -> None:
         self._messages = dict(sorted(messages.items()))
@@ -41,7 +41,7 @@ class SpecSet:
         #: Identifies exactly which spec texts this set holds; part of every cache key.
         self.revision = digest.hexdigest()[:16]
         self._by_key: dict[tuple[str, int], MessageSpec] = {}
-        for spec in self._messages.values():
+        for spec in self.values():
             if spec.type in ("request", "response") and spec.api_key is not None:
                 self._by_key[(spec.type, spec.api_key)] = spec
         self._schemas: dict[tuple[str, int | None], pa.Schema] = {}
@@ -53,8 +53,8 @@ class SpecSet:
     def __len__(self) -> int:
         return len(self._messages)
 
-    def __iter__(self) -> Iterator[MessageSpec]:
-        return iter(self._messages.values())
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._messages)
 
     def __contains__(self, name: object) -> bool:
         return name in self._messages
@@ -69,7 +69,7 @@ class SpecSet:
 
     def pairs(self) -> Iterator[tuple[str, int]]:
         """Every (message name, version) pair the set defines."""
-        for spec in self:
+        for spec in self.values():
             for version in spec.valid_versions:
                 yield spec.name, version
 

@@ -178,13 +178,11 @@ class _Loader:
             self.dialect = DIALECT_DRAFT
             if "versionsWithOptional" not in raw:
                 raise self.fail(name, "optionalFields needs versionsWithOptional")
-            self.optional_versions = self.versions(raw, "versionsWithOptional", name, None)
-            if not valid.contains_range(self.optional_versions):
-                raise self.fail(
-                    name,
-                    f"versionsWithOptional {self.optional_versions} reach outside "
-                    f"validVersions {valid}",
-                )
+            optional = self.versions(raw, "versionsWithOptional", name, None)
+            if optional.empty or optional.lo not in valid:
+                raise self.fail(name, f"versionsWithOptional {optional} reach outside validVersions {valid}")
+            # "9+" in a spec whose validVersions are "0-9" means versions 9..9 here.
+            self.optional_versions = optional.intersect(valid)
             flexible = self.versions(raw, "flexibleVersions", name, NONE)
             if not flexible.empty:
                 raise self.fail(
@@ -547,7 +545,7 @@ _INT_RANGE = {
     "uint32": (0, 2**32 - 1),
     "int64": (-(2**63), 2**63 - 1),
 }
-_INT_TEXT = re.compile(r"^([+-]?)(0[xX][0-9A-Fa-f]+|0[0-7]+|[0-9]+)$")
+_INT_TEXT = re.compile(r"^([+-]?)(0[xX][0-9A-Fa-f]+|[0-9]+)$")
 
 
 def parse_int_literal(text: str) -> int | None:
@@ -560,7 +558,9 @@ def parse_int_literal(text: str) -> int | None:
     if digits[:2] in ("0x", "0X"):
         value = int(digits[2:], 16)
     elif len(digits) > 1 and digits[0] == "0":
-        value = int(digits[1:], 8)
+        if not set(digits) <= set("01234567"):
+            return None  # "09": a leading zero promises octal
+        value = int(digits, 8)
     else:
         value = int(digits)
     return -value if sign == "-" else value

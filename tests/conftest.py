@@ -1,0 +1,30 @@
+"""Shared fixtures: where the reference material lives, and Hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("ARROWKAFKA_SHARED", ROOT.parent / "shared"))
+
+# Deterministic by default; `HYPOTHESIS_PROFILE=nightly` explores far more.
+settings.register_profile("default", derandomize=True, max_examples=25, deadline=None)
+settings.register_profile("nightly", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+SPEC_FOLDERS = {
+    "vendored": ROOT / "specs",
+    "old-3.0.0": SHARED / "kafka-specs-old" / "3.0.0",
+    "newer": SHARED / "kafka-specs-newer",
+}
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"reference material not found at {SHARED}; set ARROWKAFKA_SHARED")
+    return SHARED
