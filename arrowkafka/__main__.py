@@ -1,0 +1,7 @@
+"""``python -m arrowkafka`` is the ``arrowkafka`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
