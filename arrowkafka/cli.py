@@ -34,7 +34,7 @@ def cmd_specs(args: argparse.Namespace) -> int:
         rows.append((spec.name, key, spec.type, str(spec.valid_versions), str(spec.flexible_versions)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     print(f"\n{len(rows) - 1} messages, {sum(len(specs[r[0]].valid_versions) for r in rows[1:])} versions")
     return 0
 

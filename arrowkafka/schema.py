@@ -69,12 +69,14 @@ _PRIMITIVE = {
     "uuid": pa.uuid(),
 }
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD_START = re.compile(r"(?<=[^A-Z])(?=[A-Z])")
 
 
 def column_name(kafka_name: str) -> str:
-    """``ThrottleTimeMs`` -> ``throttle_time_ms``; ``myUint16`` -> ``my_uint16``."""
-    return _CAMEL.sub("_", kafka_name).lower()
+    """``ThrottleTimeMs`` -> ``throttle_time_ms``, as Kafka's own generator names things
+    (``MessageGenerator.toSnakeCase``: an underscore before a capital that follows a
+    non-capital), so ``KRaftVersion`` -> ``kraft_version``."""
+    return _WORD_START.sub("_", kafka_name).lower()
 
 
 def primitive_type(element: str) -> pa.DataType:
@@ -147,9 +149,7 @@ class _Builder:
             nullable = any(f.nullable_in(v) for v in present) or (
                 f.default is None and len(present) < len(versions)
             )
-            out.append(
-                pa.field(col, self.field_type(f, present, f"{path}.{f.name}"), nullable, _metadata(f))
-            )
+            out.append(pa.field(col, self.field_type(f, present, f"{path}.{f.name}"), nullable, _metadata(f)))
         if any(self.spec.is_flexible(v) or self.spec.has_optional_buffer(v) for v in versions):
             out.append(_unknown_tags_field())
         return out

@@ -30,14 +30,16 @@ def test_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert "kafka.about" not in out
     assert main(["schema", "ApiVersionsRequest", "--metadata"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "_version: int16 not null" and "kafka.about: 'The name of the client.'" in out
+    assert (
+        out.splitlines()[0] == "_version: int16 not null" and "kafka.about: 'The name of the client.'" in out
+    )
 
 
 def test_errors_are_reported_not_raised(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", "FetchRequst"]) == 2
     assert capsys.readouterr().err == (
-        "arrowkafka: error: no message spec named 'FetchRequst'; did you mean FetchRequest, ShareFetchRequest, "
-        "OffsetFetchRequest?\n"
+        "arrowkafka: error: no message spec named 'FetchRequst'; "
+        "did you mean FetchRequest, ShareFetchRequest, OffsetFetchRequest?\n"
     )
     assert main(["schema", "FetchRequest", "--version", "40"]) == 2
     assert "FetchRequest has no version 40 (valid versions: 0-17)" in capsys.readouterr().err

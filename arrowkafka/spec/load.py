@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from arrowkafka.errors import SpecError
+
 from .jsonc import parse_jsonc
 from .model import (
     DIALECT_DRAFT,
@@ -91,7 +93,9 @@ OPTIONAL_FIELD_KEYS = {
 }
 FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 STRUCT_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-NULLABLE_PRIMITIVES = {"string", "bytes", "records", "uuid"}
+# The seed README lists uuid among nullable types, but the wire has no null uuid and the
+# upstream generator refuses it ("Type uuid cannot be nullable"); so do we.
+NULLABLE_PRIMITIVES = {"string", "bytes", "records"}
 # The optional-field draft carries tags as int16 (0x0000-0x7fff), written as hex strings.
 DRAFT_TAG = re.compile(r"^0x[0-9A-Fa-f]{1,4}$")
 
@@ -115,7 +119,7 @@ class _Loader:
 
     # ---- small typed readers ------------------------------------------------------------
 
-    def versions(self, obj: dict[str, Any], key: str, path: str, default: Versions | None):
+    def versions(self, obj: dict[str, Any], key: str, path: str, default: Versions | None) -> Versions:
         if key not in obj:
             if default is None:
                 raise self.fail(path, f"missing required key '{key}'")
@@ -157,7 +161,7 @@ class _Loader:
     def message(self, raw: Any, sha256: str) -> MessageSpec:
         self.known_keys(raw, MESSAGE_KEYS, "$", "message")
         name = raw.get("name")
-        if not isinstance(name, str) or not STRUCT_NAME.match(name):
+        if not isinstance(name, str) or not STRUCT_NAME.fullmatch(name):
             raise self.fail("$", f"name must be a capitalised identifier, got {name!r}")
         self.msg = name
         mtype = raw.get("type")
@@ -173,6 +177,8 @@ class _Loader:
         valid = self.versions(raw, "validVersions", name, None)
         if valid.empty:
             raise self.fail(name, "validVersions is empty")
+        if valid.open_ended:
+            raise self.fail(name, f"validVersions must name the highest version, got {valid}")
 
         if "versionsWithOptional" in raw or "optionalFields" in raw:
             self.dialect = DIALECT_DRAFT
@@ -185,9 +191,7 @@ class _Loader:
             self.optional_versions = optional.intersect(valid)
             flexible = self.versions(raw, "flexibleVersions", name, NONE)
             if not flexible.empty:
-                raise self.fail(
-                    name, "the optional-field draft dialect cannot have flexibleVersions"
-                )
+                raise self.fail(name, "the optional-field draft dialect cannot have flexibleVersions")
         else:
             flexible = self.versions(raw, "flexibleVersions", name, None)
         if not (flexible.empty or flexible.open_ended):
@@ -196,6 +200,11 @@ class _Loader:
         deprecated = self.versions(raw, "deprecatedVersions", name, NONE)
         if not valid.contains_range(deprecated):
             raise self.fail(name, f"deprecatedVersions {deprecated} reach outside validVersions {valid}")
+        if mtype in ("request", "response") and not name.endswith(mtype.capitalize()):
+            raise self.fail(name, f"a {mtype} name must end in {mtype.capitalize()}")
+        for key in ("listeners", "latestVersionUnstable"):
+            if key in raw and mtype != "request":
+                raise self.fail(name, f"{key} is only allowed on requests")
         unstable = self.flag(raw, "latestVersionUnstable", name)
         listeners = raw.get("listeners", [])
         if not isinstance(listeners, list) or any(x not in LISTENERS for x in listeners):
@@ -208,7 +217,7 @@ class _Loader:
             cpath = f"{name}.commonStructs[{i}]"
             self.known_keys(cs, COMMON_STRUCT_KEYS, cpath, "common struct")
             cname = cs.get("name")
-            if not isinstance(cname, str) or not STRUCT_NAME.match(cname):
+            if not isinstance(cname, str) or not STRUCT_NAME.fullmatch(cname):
                 raise self.fail(cpath, f"common struct name must be a capitalised identifier, got {cname!r}")
             if cname in self.common_raw:
                 raise self.fail(cpath, f"struct '{cname}' is defined twice")
@@ -216,10 +225,14 @@ class _Loader:
         for cname in self.common_raw:
             self.common_struct(cname, f"{name}.commonStructs.{cname}")
 
+        fields = self.field_list(raw.get("fields"), name, valid)
+        for f in fields:
+            if f.map_key:
+                raise self.fail(f"{name}.{f.name}", "mapKey is not allowed on top-level fields")
         root = Struct(
             name=name,
             versions=valid,
-            fields=self.field_list(raw.get("fields"), name, valid),
+            fields=fields,
             optional_fields=self.optional_list(raw.get("optionalFields", []), name),
         )
         return MessageSpec(
@@ -271,13 +284,15 @@ class _Loader:
                         f"tag {f.tag} is used twice in one struct (also by {seen_tags[f.tag]})",
                     )
                 seen_tags[f.tag] = f.name
+        if sorted(seen_tags) != list(range(len(seen_tags))):
+            raise self.fail(path, f"tags must run 0, 1, 2, ... without gaps, got {sorted(seen_tags)}")
         return fields
 
     def field(self, raw: Any, parent_path: str, index: int, parent: Versions) -> Field:
         where = f"{parent_path}.fields[{index}]"
         self.known_keys(raw, FIELD_KEYS, where, "field")
         name = raw.get("name")
-        if not isinstance(name, str) or not FIELD_NAME.match(name):
+        if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
             raise self.fail(where, f"field name must match [A-Za-z][A-Za-z0-9]*, got {name!r}")
         path = f"{parent_path}.{name}"
         ftype = self.text(raw, "type", path, required=True)
@@ -294,14 +309,16 @@ class _Loader:
         if not nullable.empty and kind == "primitive" and element not in NULLABLE_PRIMITIVES:
             raise self.fail(path, f"nullableVersions: type {ftype} cannot be nullable")
 
-        tag = self.tag(raw, path, tagged, versions, nullable)
         flexible_override = None
         if "flexibleVersions" in raw:
             flexible_override = self.versions(raw, "flexibleVersions", path, None)
             if not (kind == "primitive" and element in ("string", "bytes")):
-                raise self.fail(path, "a flexibleVersions override is only allowed on string and bytes fields")
+                raise self.fail(
+                    path, "a flexibleVersions override is only allowed on string and bytes fields"
+                )
             if not (flexible_override.empty or flexible_override.open_ended):
                 raise self.fail(path, f"flexibleVersions must be none or N+, got {flexible_override}")
+        tag = self.tag(raw, path, tagged, versions, nullable, flexible_override)
         map_key = self.flag(raw, "mapKey", path)
         if map_key and tag is not None:
             raise self.fail(path, "a tagged field cannot be a mapKey")
@@ -342,12 +359,12 @@ class _Loader:
                 if element == "records":
                     raise self.fail(path, "records cannot be an array element")
                 return "array", element
-            if STRUCT_NAME.match(element):
+            if STRUCT_NAME.fullmatch(element):
                 return "array", element
             raise self.fail(path, f"unknown type {ftype!r}")
         if ftype in PRIMITIVES:
             return "primitive", ftype
-        if STRUCT_NAME.match(ftype):
+        if STRUCT_NAME.fullmatch(ftype):
             return "struct", ftype
         raise self.fail(path, f"unknown type {ftype!r}")
 
@@ -370,7 +387,15 @@ class _Loader:
             optional_fields=self.optional_list(raw.get("optionalFields", []), path),
         )
 
-    def tag(self, raw: dict[str, Any], path: str, tagged: Versions, versions: Versions, nullable: Versions):
+    def tag(
+        self,
+        raw: dict[str, Any],
+        path: str,
+        tagged: Versions,
+        versions: Versions,
+        nullable: Versions,
+        flexible_override: Versions | None,
+    ) -> int | None:
         if "tag" not in raw:
             if not tagged.empty:
                 raise self.fail(path, "taggedVersions without a tag")
@@ -388,8 +413,9 @@ class _Loader:
             raise self.fail(path, f"taggedVersions must be open-ended (N+), got {tagged}")
         if not versions.contains_range(tagged):
             raise self.fail(path, f"taggedVersions {tagged} reach outside versions {versions}")
-        if not self.flexible.contains_range(tagged):
-            raise self.fail(path, f"taggedVersions {tagged} reach outside flexibleVersions {self.flexible}")
+        flexible = self.flexible if flexible_override is None else flexible_override
+        if not flexible.contains_range(tagged):
+            raise self.fail(path, f"taggedVersions {tagged} reach outside flexibleVersions {flexible}")
         overlap = nullable.intersect(tagged)
         if not (overlap.empty or overlap == tagged):
             raise self.fail(
@@ -414,7 +440,9 @@ class _Loader:
             return ()
         spec = raw["encoding"]
         if not (kind == "primitive" and element in ("int16", "int32", "int64")):
-            raise self.fail(path, f"encoding is only allowed on int16, int32 and int64 fields, not {raw['type']}")
+            raise self.fail(
+                path, f"encoding is only allowed on int16, int32 and int64 fields, not {raw['type']}"
+            )
         if isinstance(spec, str):
             items = [(versions, spec)]
         elif isinstance(spec, dict) and spec:
@@ -425,17 +453,21 @@ class _Loader:
                 except ValueError as e:
                     raise self.fail(path, f"encoding: {e}") from None
         else:
-            raise self.fail(path, f"encoding must be a name or an object of version range to name, got {spec!r}")
+            raise self.fail(
+                path, f"encoding must be a name or an object of version range to name, got {spec!r}"
+            )
         out = []
         for rng, name in items:
-            if not isinstance(name, str) or not ENCODING_NAME.match(name):
-                raise self.fail(path, f"unknown encoding {name!r} (expected (fixed|packed|upacked)(16|32|64))")
+            if not isinstance(name, str) or not ENCODING_NAME.fullmatch(name):
+                raise self.fail(
+                    path, f"unknown encoding {name!r} (expected (fixed|packed|upacked)(16|32|64))"
+                )
             enc = Encoding(rng, name)
             if enc.bits > INT_BITS[element]:
                 raise self.fail(path, f"encoding {name} is wider than the field's type {element}")
             out.append(enc)
         out.sort(key=lambda e: e.versions.lo)
-        for a, b in zip(out, out[1:]):
+        for a, b in itertools.pairwise(out):
             if not a.versions.intersect(b.versions).empty:
                 raise self.fail(path, f"encoding version ranges {a.versions} and {b.versions} overlap")
         covered: Versions | None = NONE
@@ -443,7 +475,9 @@ class _Loader:
             covered = covered.union(enc.versions) if covered is not None else None
         if covered != versions:
             ranges = ", ".join(str(e.versions) for e in out)
-            raise self.fail(path, f"encoding version ranges ({ranges}) must together be exactly versions {versions}")
+            raise self.fail(
+                path, f"encoding version ranges ({ranges}) must together be exactly versions {versions}"
+            )
         return tuple(out)
 
     def default(
@@ -456,12 +490,17 @@ class _Loader:
         path: str,
     ) -> tuple[object, str | None]:
         """The field's default as a Python value, and its text as written (None if implicit)."""
-        if "default" not in raw:
+        value = raw.get("default")
+        # Jackson reads a JSON null default as no default at all, and "" is the upstream
+        # generator's own spelling of "no default"; the wire bytes depend on it (a tagged
+        # field is left out when it equals its default), so we follow it.
+        if value is None or (value == "" and (kind != "primitive" or element == "records")):
             return implicit_default(kind, element), None
-        value = raw["default"]
-        if value is None or value == "null":
+        if value == "null":
             if not nullable.contains_range(versions):
-                raise self.fail(path, f'a "null" default needs the field nullable in all its versions ({versions})')
+                raise self.fail(
+                    path, f'a "null" default needs the field nullable in all its versions ({versions})'
+                )
             return None, "null"
         if isinstance(value, bool):
             text = "true" if value else "false"
@@ -493,12 +532,18 @@ class _Loader:
             where = f"{path}.optionalFields[{i}]"
             self.known_keys(item, OPTIONAL_FIELD_KEYS, where, "optional field")
             name = item.get("name")
-            if not isinstance(name, str) or not FIELD_NAME.match(name):
+            if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
                 raise self.fail(where, f"field name must match [A-Za-z][A-Za-z0-9]*, got {name!r}")
             fpath = f"{path}.{name}"
             tag_text = item.get("tag")
-            if not isinstance(tag_text, str) or not DRAFT_TAG.match(tag_text) or int(tag_text, 16) > 0x7FFF:
-                raise self.fail(fpath, f"optional field tag must be a hex string 0x0000-0x7fff, got {tag_text!r}")
+            if (
+                not isinstance(tag_text, str)
+                or not DRAFT_TAG.fullmatch(tag_text)
+                or int(tag_text, 16) > 0x7FFF
+            ):
+                raise self.fail(
+                    fpath, f"optional field tag must be a hex string 0x0000-0x7fff, got {tag_text!r}"
+                )
             tag = int(tag_text, 16)
             if tag in tags:
                 raise self.fail(fpath, f"tag {tag} is used twice in one struct (also by {tags[tag]})")
@@ -545,17 +590,21 @@ _INT_RANGE = {
     "uint32": (0, 2**32 - 1),
     "int64": (-(2**63), 2**63 - 1),
 }
-_INT_TEXT = re.compile(r"^([+-]?)(0[xX][0-9A-Fa-f]+|[0-9]+)$")
+_INT_TEXT = re.compile(r"(-?)(0x[0-9A-Fa-f]+|[0-9]+)")
+_FLOAT_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}(==)?")
 
 
 def parse_int_literal(text: str) -> int | None:
-    """Decimal, ``0x`` hex or leading-zero octal, with an optional sign (README: 'You may
+    """Decimal (optionally negative), ``0x`` hex or leading-zero octal (README: 'You may
     specify hex or octal values, as long as they are prefixed with 0x or 0')."""
-    m = _INT_TEXT.match(text.strip())
+    m = _INT_TEXT.fullmatch(text)
     if m is None:
         return None
     sign, digits = m.groups()
-    if digits[:2] in ("0x", "0X"):
+    if digits.startswith("0x"):
+        if sign:
+            return None  # upstream reads "-0x10" as a bad decimal
         value = int(digits[2:], 16)
     elif len(digits) > 1 and digits[0] == "0":
         if not set(digits) <= set("01234567"):
@@ -563,7 +612,7 @@ def parse_int_literal(text: str) -> int | None:
         value = int(digits, 8)
     else:
         value = int(digits)
-    return -value if sign == "-" else value
+    return -value if sign else value
 
 
 def parse_default(element: str, text: str) -> object:
@@ -576,20 +625,16 @@ def parse_default(element: str, text: str) -> object:
         lo, hi = _INT_RANGE[element]
         return value if value is not None and lo <= value <= hi else _BAD
     if element == "float64":
-        try:
-            return float(text)
-        except ValueError:
-            return _BAD
+        # Java's decimal grammar: no "nan", "inf" or "1_0" as Python's float() would take.
+        return float(text) if _FLOAT_TEXT.fullmatch(text) else _BAD
     if element == "string":
         return text
     if element == "uuid":
         if text == "":
             return bytes(16)
-        try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        except ValueError:
+        if not _UUID_TEXT.fullmatch(text):  # URL-safe base64 of 16 bytes, as Java's decoder
             return _BAD
-        return raw if len(raw) == 16 else _BAD
+        return base64.urlsafe_b64decode(text[:22] + "==")
     if element == "bytes":
         return b"" if text == "" else _BAD
     return _BAD  # records: only null
@@ -648,7 +693,9 @@ def load_folder(folder: str | Path) -> dict[str, MessageSpec]:
     for path in spec_files(folder):
         spec = load_spec_file(path)
         if spec.name in out:
-            raise SpecError(str(path), spec.name, f"message name {spec.name} is also defined in {out[spec.name].source}")
+            raise SpecError(
+                str(path), spec.name, f"message name {spec.name} is also defined in {out[spec.name].source}"
+            )
         out[spec.name] = spec
     return out
 

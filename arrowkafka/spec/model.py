@@ -69,7 +69,7 @@ class Encoding:
     @property
     def kind(self) -> str:
         """``fixed`` (big-endian), ``packed`` (zigzag varint) or ``upacked`` (unsigned varint)."""
-        m = ENCODING_NAME.match(self.name)
+        m = ENCODING_NAME.fullmatch(self.name)
         assert m is not None
         return m.group(1)
 
@@ -161,6 +161,4 @@ class MessageSpec:
 
     def check_version(self, version: int) -> None:
         if version not in self.valid_versions:
-            raise KeyError(
-                f"{self.name} has no version {version} (valid versions: {self.valid_versions})"
-            )
+            raise KeyError(f"{self.name} has no version {version} (valid versions: {self.valid_versions})")

@@ -8,6 +8,7 @@ A range is contiguous (that is all the spec language can say), so a small closed
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["MAX_VERSION", "Versions", "parse_versions"]
@@ -39,7 +40,7 @@ class Versions:
     def __contains__(self, version: object) -> bool:
         return isinstance(version, int) and self.lo <= version <= self.hi
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter(range(self.lo, self.hi + 1))
 
     def __len__(self) -> int:

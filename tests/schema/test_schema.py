@@ -76,7 +76,10 @@ def test_type_mapping() -> None:
     assert t["my_int16"] == pa.int16() and t["my_float64"] == pa.float64()
     assert t["my_uint16"] == pa.uint16() and t["my_uint32"] == pa.uint32()
     assert t["my_bytes"] == pa.binary() and t["my_string"] == pa.string()
-    assert ak.arrow_schema("MetadataResponse", 12).field("topics").type.value_type.field("is_internal").type == pa.bool_()
+    assert (
+        ak.arrow_schema("MetadataResponse", 12).field("topics").type.value_type.field("is_internal").type
+        == pa.bool_()
+    )
     assert t[UNKNOWN_TAGS] == pa.map_(pa.uint32(), pa.field("value", pa.binary(), nullable=False))
     records = ak.arrow_schema("ProduceRequest", 9).field("topic_data").type.value_type
     partition = records.field("partition_data").type.value_type
@@ -142,7 +145,8 @@ def test_draft_dialect_schema() -> None:
         ("IsrNodes", "isr_nodes"),
         ("myUint16", "my_uint16"),
         ("ClusterId", "cluster_id"),
-        ("SASLMechanism", "sasl_mechanism"),
+        ("KRaftVersion", "kraft_version"),
+        ("isKRaftController", "is_kraft_controller"),
         ("Base64Value", "base64_value"),
         ("V", "v"),
     ],
@@ -158,7 +162,9 @@ def test_column_name_collision_is_a_spec_error() -> None:
         '{"name": "topicId", "type": "int8", "versions": "0+"}]}',
         "D.json",
     )
-    with pytest.raises(SpecError, match="D.json: D.topicId: fields TopicId and topicId both map to column 'topic_id'"):
+    with pytest.raises(
+        SpecError, match=r"D\.json: D\.topicId: fields TopicId and topicId both map to column 'topic_id'"
+    ):
         SpecSet({"D": spec}).arrow_schema("D", 0)
 
 

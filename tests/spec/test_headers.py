@@ -25,7 +25,8 @@ def kio_classes() -> list[type]:
             out += [
                 obj
                 for name, obj in vars(module).items()
-                if isinstance(obj, type) and name.endswith(("Request", "Response"))
+                if isinstance(obj, type)
+                and name.endswith(("Request", "Response"))
                 and obj.__module__ == info.name
             ]
     return out
@@ -96,9 +97,17 @@ def test_header_specs_load_at_their_versions() -> None:
     assert str(specs["ResponseHeader"].valid_versions) == "0-1"
     # v2 is flexible but ClientId keeps the classic nullable string (field-level override).
     assert ak.arrow_schema("RequestHeader", 2).names == [
-        "request_api_key", "request_api_version", "correlation_id", "client_id", "_unknown_tags",
+        "request_api_key",
+        "request_api_version",
+        "correlation_id",
+        "client_id",
+        "_unknown_tags",
     ]
-    assert ak.arrow_schema("RequestHeader", 0).names == ["request_api_key", "request_api_version", "correlation_id"]
+    assert ak.arrow_schema("RequestHeader", 0).names == [
+        "request_api_key",
+        "request_api_version",
+        "correlation_id",
+    ]
 
 
 def test_unknown_api_key() -> None:

@@ -80,10 +80,14 @@ def test_real_spec_features() -> None:
     assert client_id.flexible_versions is not None and client_id.flexible_versions.empty
     assert client_id.nullable_in(1) and client_id.versions == parse_versions("1+")
 
-    # KIP-893 nullable struct with a null default, tagged (JSON null default).
+    # KIP-893 nullable tagged struct. Its `"default": null` is JSON null, which Kafka's
+    # generator (Jackson) reads as no default: an absent tag means a struct of defaults.
     meta = specs["ConsumerGroupMemberMetadataValue"]
     classic = next(f for f in meta.fields if f.name == "ClassicMemberMetadata")
-    assert classic.kind == "struct" and classic.default is None and classic.tag == 0
+    assert classic.kind == "struct" and classic.default is STRUCT_DEFAULTS and classic.tag == 0
+    assert classic.default_text is None and classic.nullable_in(0)
+    cursor = next(f for f in specs["DescribeTopicPartitionsRequest"].fields if f.name == "Cursor")
+    assert cursor.default is None and cursor.default_text == "null"
     assert classic.struct is not None and [x.name for x in classic.struct.fields][:2] == [
         "SessionTimeoutMs",
         "SupportedProtocols",
@@ -109,7 +113,7 @@ def test_real_spec_features() -> None:
     ("type_", "default", "value"),
     [
         ("int32", "0x7fffffff", 2**31 - 1),
-        ("int32", "-0x10", -16),
+        ("int32", "-16", -16),
         ("int32", "017", 15),
         ("int32", -1, -1),
         ("int64", "9223372036854775807", 2**63 - 1),
@@ -127,8 +131,13 @@ def test_real_spec_features() -> None:
 )
 def test_defaults(type_: str, default: object, value: object) -> None:
     text = json.dumps(
-        {"type": "data", "name": "D", "validVersions": "0", "flexibleVersions": "none",
-         "fields": [{"name": "X", "type": type_, "versions": "0+", "default": default}]}
+        {
+            "type": "data",
+            "name": "D",
+            "validVersions": "0",
+            "flexibleVersions": "none",
+            "fields": [{"name": "X", "type": type_, "versions": "0+", "default": default}],
+        }
     )
     (field,) = load_spec_text(text).fields
     assert field.default == value and type(field.default) is type(value)
@@ -136,10 +145,25 @@ def test_defaults(type_: str, default: object, value: object) -> None:
 
 def test_implicit_defaults() -> None:
     text = json.dumps(
-        {"type": "data", "name": "D", "validVersions": "0", "flexibleVersions": "none",
-         "fields": [{"name": n, "type": t, "versions": "0+"} for n, t in
-                    [("A", "int16"), ("B", "bool"), ("C", "string"), ("E", "records"),
-                     ("F", "[]int32"), ("G", "uuid"), ("H", "float64"), ("I", "bytes")]]}
+        {
+            "type": "data",
+            "name": "D",
+            "validVersions": "0",
+            "flexibleVersions": "none",
+            "fields": [
+                {"name": n, "type": t, "versions": "0+"}
+                for n, t in [
+                    ("A", "int16"),
+                    ("B", "bool"),
+                    ("C", "string"),
+                    ("E", "records"),
+                    ("F", "[]int32"),
+                    ("G", "uuid"),
+                    ("H", "float64"),
+                    ("I", "bytes"),
+                ]
+            ],
+        }
     )
     defaults = [f.default for f in load_spec_text(text).fields]
     assert defaults == [0, False, "", None, [], bytes(16), 0.0, b""]
@@ -147,13 +171,22 @@ def test_implicit_defaults() -> None:
 
 def test_kip625_encodings() -> None:
     text = json.dumps(
-        {"type": "data", "name": "D", "validVersions": "0-5", "flexibleVersions": "0+",
-         "fields": [
-             {"name": "Id", "type": "int64", "versions": "0+",
-              "encoding": {"0-1": "fixed32", "2-3": "fixed64", "4+": "packed64"}},
-             {"name": "Count", "type": "int32", "versions": "1+", "encoding": "upacked32"},
-             {"name": "Plain", "type": "int16", "versions": "0+"},
-         ]}
+        {
+            "type": "data",
+            "name": "D",
+            "validVersions": "0-5",
+            "flexibleVersions": "0+",
+            "fields": [
+                {
+                    "name": "Id",
+                    "type": "int64",
+                    "versions": "0+",
+                    "encoding": {"0-1": "fixed32", "2-3": "fixed64", "4+": "packed64"},
+                },
+                {"name": "Count", "type": "int32", "versions": "1+", "encoding": "upacked32"},
+                {"name": "Plain", "type": "int16", "versions": "0+"},
+            ],
+        }
     )
     id_, count, plain = load_spec_text(text).fields
     assert [id_.encoding_in(v) for v in range(6)] == ["fixed32"] * 2 + ["fixed64"] * 2 + ["packed64"] * 2
