@@ -9,7 +9,10 @@ import pytest
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ARROWKAFKA_SHARED", ROOT.parent / "shared"))
+# The read-only reference material (captures, vectors, other spec revisions): beside the
+# checkout, or where ARROWKAFKA_SHARED says (CI may clone elsewhere).
+_CANDIDATES = [os.environ.get("ARROWKAFKA_SHARED", ""), str(ROOT.parent / "shared"), "/work/shared"]
+SHARED = next((Path(p) for p in _CANDIDATES if p and Path(p).is_dir()), ROOT.parent / "shared")
 
 # Deterministic by default; `HYPOTHESIS_PROFILE=nightly` explores far more.
 settings.register_profile("default", derandomize=True, max_examples=25, deadline=None)
