@@ -1,0 +1,431 @@
+"""Stage 3: a ``MessageSpec`` and a version -> a decode ``Plan`` (data, not code).
+
+A plan has two parts:
+
+- **nodes**: one per Arrow array of the output (struct, list, fixed-width values, var-length
+  binary, the unknown-tags map), in the pre-order of ``arrow_schema``; the kernels count slots
+  and bytes per node in pass 1 and fill the node's buffers in pass 2. Buffer names follow the
+  node id: ``n7-validity``, ``n7-offsets``, ``n7-data``.
+- **code**: an int32 array of instructions ``[op, node, a, b, c, d, e, f]`` that the kernel
+  interprets once per message. Every version condition is resolved here, so the code for
+  FetchRequest v12 has no "if version >= 3" left in it: fields absent in the version become
+  default-writing instructions, tagged fields become a tag section, and so on.
+
+Out-of-line segments (a tagged field's value, a default subtree) follow the main program and
+end in ``RET``; the main program ends in ``END``. ``describe()`` prints the program.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from .schema import UNKNOWN_TAGS, VERSION_COLUMN, column_name, message_schema
+from .spec import Field, MessageSpec, Struct
+
+__all__ = ["Node", "Plan", "compile_plan", "OPS"]
+
+# ---- instruction set (kept in step with kernels/decode.py) --------------------------------------
+OPS = [
+    "END",  # message done
+    "INT",  # node, enc (0 fixed signed, 1 fixed unsigned, 2 zigzag varint, 3 unsigned varint), wire bytes|bits, out width
+    "BOOL",  # node
+    "F64",  # node
+    "UUID",  # node
+    "VARBIN",  # node, len kind (0 int16, 1 int32, 2 uvarint), wire nullable, utf8
+    "LIST",  # node, len kind, wire nullable, min element size, pc after LIST_NEXT
+    "LIST_NEXT",  # loop back or pop
+    "LIST_FIXED",  # node, child, len kind, wire nullable, element kind, element bytes
+    "STRUCT",  # node: one slot (validity 1 if the node has validity)
+    "NSTRUCT",  # node, marker (0 int8 -1/1, 1 uvarint 0/1), pc after body, default pc
+    "TAGS",  # map node, key node, value node, known-tags table start, count: scan a tag section
+    "OPTBUF",  # same, for the draft's optional-field buffer
+    "TAGGED",  # -, tag, value pc, default pc
+    "SECTION_END",  # continue after the tag section / optional buffer
+    "RET",  # end of an out-of-line segment
+    "DEF_FIXED",  # node, const index, width
+    "DEF_VARBIN",  # node, const byte start, length, is null
+    "DEF_LIST",  # node, is null
+    "DEF_STRUCT",  # node, is null
+    "DEF_MAP",  # map node: an empty map
+    "DEF_UUID",  # node, const byte start (16 bytes)
+]
+OP = {name: i for i, name in enumerate(OPS)}
+
+# node kinds
+STRUCT, LIST, FIXED, VARBIN, MAP = range(5)
+KIND_NAMES = ["struct", "list", "fixed", "varbin", "map"]
+# LIST_FIXED element kinds
+E_INT, E_UINT, E_F64, E_BOOL, E_UUID = range(5)
+# length kinds
+L_INT16, L_INT32, L_UVARINT = range(3)
+
+_WIDTH = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8, "uuid": 16}
+
+
+@dataclass(eq=False)
+class Node:
+    """One Arrow array of the output."""
+
+    id: int
+    kind: int
+    type: pa.DataType  # Arrow type of this array (the uuid extension for uuid)
+    nullable: bool  # has a validity buffer
+    path: str  # e.g. $.topics[].partitions[].error_code
+    width: int = 0  # FIXED: bytes per slot
+    children: list[Node] = field(default_factory=list)
+    field: Field | None = None  # the spec field, for defaults
+    struct: Struct | None = None  # STRUCT nodes: the spec struct
+
+
+@dataclass(eq=False)
+class Plan:
+    name: str
+    version: int
+    all_versions: bool
+    schema: pa.Schema
+    nodes: list[Node]
+    root: Node
+    code: np.ndarray  # int32 [n, 8]
+    consts: np.ndarray  # int64: fixed-width defaults (float64 as its bits)
+    const_bytes: np.ndarray  # uint8: string/bytes/uuid defaults
+    tag_table: np.ndarray  # int32: known tags of each tag section, ascending
+    paths: list[str]  # per instruction: the field path it reads
+    root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
+    max_depth: int  # stack frames the kernel needs
+
+    @property
+    def key(self) -> tuple[str, int, bool]:
+        return (self.name, self.version, self.all_versions)
+
+    def describe(self) -> str:
+        """The program, one instruction per line, with the path each one reads."""
+        lines = [f"plan {self.name} v{self.version}{' (all versions)' if self.all_versions else ''}"]
+        for n in self.nodes:
+            lines.append(f"  n{n.id:<3} {KIND_NAMES[n.kind]:<6} {n.type}  {n.path}")
+        for pc, row in enumerate(self.code):
+            args = " ".join(str(int(x)) for x in row[1:])
+            lines.append(f"{pc:5d} {OPS[row[0]]:<12} {args:<28} {self.paths[pc]}")
+        return "\n".join(lines)
+
+
+# ---- node tree (mirrors schema.message_schema) ----------------------------------------------
+
+
+class _NodeBuilder:
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+
+    def new(self, kind: int, type_: pa.DataType, nullable: bool, path: str, **kw: object) -> Node:
+        node = Node(len(self.nodes), kind, type_, nullable, path, **kw)  # type: ignore[arg-type]
+        self.nodes.append(node)
+        return node
+
+    def for_type(self, f: Field | None, pa_field: pa.Field, path: str, struct: Struct | None) -> Node:
+        t = pa_field.type
+        if pa.types.is_struct(t):
+            node = self.new(STRUCT, t, pa_field.nullable, path, field=f, struct=struct)
+            assert struct is not None
+            node.children = self.struct_children(struct, t, path)
+            return node
+        if pa.types.is_map(t):
+            node = self.new(MAP, t, False, path)
+            node.children = [
+                self.new(FIXED, pa.uint32(), False, path + ".key", width=4),
+                self.new(VARBIN, pa.binary(), False, path + ".value"),
+            ]
+            return node
+        if pa.types.is_list(t):
+            node = self.new(LIST, t, pa_field.nullable, path, field=f)
+            item = t.value_field
+            elem_struct = f.struct if f is not None else None
+            node.children = [self.for_type(f, item, path + "[]", elem_struct)]
+            return node
+        if pa.types.is_string(t) or pa.types.is_binary(t):
+            return self.new(VARBIN, t, pa_field.nullable, path, field=f)
+        assert f is not None
+        return self.new(FIXED, t, pa_field.nullable, path, width=_WIDTH[f.element], field=f)
+
+    def struct_children(self, s: Struct, t: pa.StructType, path: str) -> list[Node]:
+        by_col = {column_name(f.name): f for f in (*s.optional_fields, *s.fields)}
+        out = []
+        for i in range(t.num_fields):
+            pf = t.field(i)
+            f = by_col.get(pf.name)
+            sub = f.struct if f is not None else None
+            out.append(self.for_type(f, pf, f"{path}.{pf.name}", sub))
+        return out
+
+
+# ---- program emission --------------------------------------------------------------------------
+
+
+class _Emitter:
+    def __init__(self, spec: MessageSpec, version: int) -> None:
+        self.spec = spec
+        self.v = version
+        self.code: list[list[int]] = []
+        self.paths: list[str] = []
+        self.consts: list[int] = []
+        self.const_bytes = bytearray()
+        self.tag_table: list[int] = []
+        self.pending: list[tuple[int, int, Callable[[], None]]] = []  # (pc, arg, segment)
+
+    def emit(self, op: str, node: int = -1, *args: int, path: str = "") -> int:
+        row = [OP[op], node, *args]
+        row += [0] * (8 - len(row))
+        self.code.append(row)
+        self.paths.append(path)
+        return len(self.code) - 1
+
+    def later(self, pc: int, arg: int, segment: Callable[[], None]) -> None:
+        """Emit ``segment`` out of line (ending in RET) and patch its start into code[pc][arg]."""
+        self.pending.append((pc, arg, segment))
+
+    def flush_pending(self) -> None:
+        while self.pending:
+            pc, arg, segment = self.pending.pop(0)
+            self.code[pc][arg] = len(self.code)
+            segment()
+            self.emit("RET")
+
+    def flexible(self, f: Field) -> bool:
+        if f.flexible_versions is not None:
+            return self.v in f.flexible_versions
+        return self.spec.is_flexible(self.v)
+
+    # -- defaults: write a node subtree's default values without reading -------------------
+
+    def defaults(self, node: Node, value: object) -> None:
+        """Write ``value`` (a spec default) into ``node``; structs recurse into children."""
+        if node.kind == STRUCT:
+            is_null = value is None
+            self.emit("DEF_STRUCT", node.id, int(is_null), path=node.path)
+            for child in node.children:
+                self.defaults(child, self.default_of(child))
+        elif node.kind == MAP:
+            self.emit("DEF_MAP", node.id, path=node.path)
+        elif node.kind == LIST:
+            self.emit("DEF_LIST", node.id, int(value is None), path=node.path)
+        elif node.kind == VARBIN:
+            if value is None:
+                self.emit("DEF_VARBIN", node.id, 0, 0, 1, path=node.path)
+            else:
+                raw = value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[arg-type]
+                start = len(self.const_bytes)
+                self.const_bytes += raw
+                self.emit("DEF_VARBIN", node.id, start, len(raw), 0, path=node.path)
+        else:
+            element = node.field.element if node.field is not None else "int16"  # _version
+            if element == "uuid":
+                start = len(self.const_bytes)
+                self.const_bytes += bytes(value)  # type: ignore[arg-type]
+                self.emit("DEF_UUID", node.id, start, path=node.path)
+                return
+            if element == "float64":
+                bits = _struct.unpack("<q", _struct.pack("<d", float(value)))[0]  # type: ignore[arg-type]
+            else:
+                bits = int(value)  # type: ignore[call-overload]
+            self.consts.append(bits)
+            self.emit("DEF_FIXED", node.id, len(self.consts) - 1, node.width, path=node.path)
+
+    @staticmethod
+    def default_of(node: Node) -> object:
+        """The spec default of a field's node (None for the unknown-tags map: empty)."""
+        return None if node.field is None else node.field.default
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def struct_body(self, s: Struct, node: Node) -> None:
+        """Fields of one struct instance (its slot already counted)."""
+        v, spec = self.v, self.spec
+        children = {c.path.rsplit(".", 1)[-1]: c for c in node.children}
+        unknown = children.get(UNKNOWN_TAGS)
+        if spec.has_optional_buffer(v):
+            assert unknown is not None
+            self.section("OPTBUF", s.optional_fields, children, unknown, node.path)
+        else:
+            for f in s.optional_fields:
+                child = children.get(column_name(f.name))
+                if child is not None:
+                    self.defaults(child, self.default_of(child))
+        tagged: list[Field] = []
+        for f in s.fields:
+            child = children.get(column_name(f.name))
+            if child is None:
+                continue  # not in any version this plan covers
+            if v not in f.versions:
+                self.defaults(child, self.default_of(child))
+            elif f.tagged_in(v):
+                tagged.append(f)
+            else:
+                self.value(f, child, tagged=False)
+        if spec.is_flexible(v):
+            assert unknown is not None
+            self.section("TAGS", tuple(tagged), children, unknown, node.path)
+        elif unknown is not None and not spec.has_optional_buffer(v):
+            self.emit("DEF_MAP", unknown.id, path=unknown.path)
+
+    def section(self, op: str, fields: tuple[Field, ...], children: dict[str, Node], unknown: Node, path: str) -> None:
+        ordered = sorted(fields, key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
+        start = len(self.tag_table)
+        self.tag_table += [f.tag for f in ordered]  # type: ignore[misc]
+        key, val = unknown.children
+        self.emit(op, unknown.id, key.id, val.id, start, len(ordered), path=path)
+        for f in ordered:
+            child = children[column_name(f.name)]
+            pc = self.emit("TAGGED", -1, f.tag or 0, 0, 0, path=child.path)
+
+            def value(f: Field = f, child: Node = child) -> None:
+                self.value(f, child, tagged=(op == "TAGS"))
+
+            def default(child: Node = child) -> None:
+                self.defaults(child, self.default_of(child))
+
+            self.later(pc, 3, value)
+            self.later(pc, 4, default)
+        self.emit("SECTION_END", path=path)
+
+    def value(self, f: Field, node: Node, tagged: bool) -> None:
+        v = self.v
+        wire_nullable = int(f.nullable_in(v))
+        if f.kind == "array":
+            len_kind = L_UVARINT if self.flexible(f) else L_INT32
+            (child,) = node.children
+            if f.struct is None and f.element in _WIDTH:
+                # Arrays of fixed-width values (no KIP-625 encoding is allowed on arrays) are
+                # one instruction: the kernel converts the whole run in a tight loop.
+                ekind = {"bool": E_BOOL, "float64": E_F64, "uuid": E_UUID, "uint16": E_UINT, "uint32": E_UINT}
+                args = (child.id, len_kind, wire_nullable, ekind.get(f.element, E_INT), _WIDTH[f.element])
+                self.emit("LIST_FIXED", node.id, *args, path=node.path)
+                return
+            pc = self.emit("LIST", node.id, len_kind, wire_nullable, self.min_size(f, element=True), 0, path=node.path)
+            if f.struct is not None:
+                self.emit("STRUCT", child.id, path=child.path)
+                self.struct_body(f.struct, child)
+            else:
+                self.primitive(f, child)
+            self.emit("LIST_NEXT", node.id, path=node.path)
+            self.code[pc][5] = len(self.code)
+            return
+        if f.kind == "struct":
+            assert f.struct is not None
+            if f.nullable_in(v):
+                pc = self.emit("NSTRUCT", node.id, 1 if tagged else 0, 0, 0, path=node.path)
+
+                def children_defaults(node: Node = node) -> None:
+                    for child in node.children:
+                        self.defaults(child, self.default_of(child))
+
+                self.later(pc, 4, children_defaults)
+                self.struct_body(f.struct, node)
+                self.code[pc][3] = len(self.code)
+            else:
+                self.emit("STRUCT", node.id, path=node.path)
+                self.struct_body(f.struct, node)
+            return
+        self.primitive(f, node)
+
+    def primitive(self, f: Field, node: Node) -> None:
+        e = f.element
+        if e in ("string", "bytes", "records"):
+            len_kind = L_UVARINT if self.flexible(f) else (L_INT16 if e == "string" else L_INT32)
+            self.emit("VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path)
+        elif e == "bool":
+            self.emit("BOOL", node.id, path=node.path)
+        elif e == "float64":
+            self.emit("F64", node.id, path=node.path)
+        elif e == "uuid":
+            self.emit("UUID", node.id, path=node.path)
+        elif e in ("uint16", "uint32"):
+            self.emit("INT", node.id, 1, _WIDTH[e], node.width, path=node.path)
+        else:
+            enc = f.encoding_in(self.v) if e != "int8" else "fixed8"
+            bits = int(enc[-2:]) if e != "int8" else 8
+            kind = {"fixed": 0, "packed": 2, "upacked": 3}[enc[: -2 if e != "int8" else -1]]
+            self.emit("INT", node.id, kind, bits // 8 if kind == 0 else bits, node.width, path=node.path)
+
+    def min_size(self, f: Field, element: bool) -> int:
+        """Fewest wire bytes one value (or array element) can take: bounds forged counts."""
+        v = self.v
+        if f.kind == "array" and not element:
+            return 1 if self.flexible(f) else 4
+        if f.struct is not None:
+            size = sum(self.min_size(g, element=False) for g in f.struct.fields_in(v) if not g.tagged_in(v))
+            size += int(self.spec.is_flexible(v)) + int(self.spec.has_optional_buffer(v))
+            if f.kind == "struct" and f.nullable_in(v):
+                return 1
+            return size
+        e = f.element
+        if e in ("string", "bytes", "records"):
+            return 1 if self.flexible(f) else (2 if e == "string" else 4)
+        if e in ("int16", "int32", "int64") and not f.encoding_in(v).startswith("fixed"):
+            return 1
+        return _WIDTH[e]
+
+
+def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
+    schema = message_schema(spec, None if all_versions else version)
+    nb = _NodeBuilder()
+    root = nb.new(STRUCT, pa.struct(list(schema)), False, "$", struct=spec.root)
+    children = {column_name(f.name): f for f in (*spec.root.optional_fields, *spec.root.fields)}
+    for pf in schema:
+        f = children.get(pf.name)
+        if pf.name == VERSION_COLUMN:
+            root.children.append(nb.new(FIXED, pa.int16(), False, "$._version", width=2))
+        else:
+            root.children.append(nb.for_type(f, pf, f"$.{pf.name}", f.struct if f is not None else None))
+    em = _Emitter(spec, version)
+    if all_versions:
+        em.consts.append(version)
+        em.emit("DEF_FIXED", root.children[0].id, 0, 2, path="$._version")
+    body_root = Node(root.id, STRUCT, root.type, False, "$", children=[c for c in root.children if c.path != "$._version"])
+    em.struct_body(spec.root, body_root)
+    em.emit("END", path="$")
+    root_default_pc = len(em.code)
+    for child in root.children:
+        em.defaults(child, em.default_of(child) if child.path != "$._version" else version)
+    em.emit("END", path="$")
+    em.flush_pending()
+    code = np.asarray(em.code, dtype=np.int32).reshape(-1, 8)
+    return Plan(
+        name=spec.name,
+        version=version,
+        all_versions=all_versions,
+        schema=schema,
+        nodes=nb.nodes,
+        root=root,
+        code=code,
+        consts=np.asarray(em.consts or [0], dtype=np.int64),
+        const_bytes=np.frombuffer(bytes(em.const_bytes) or b"\0", dtype=np.uint8).copy(),
+        tag_table=np.asarray(em.tag_table or [0], dtype=np.int32),
+        paths=em.paths,
+        root_default_pc=root_default_pc,
+        # Each level of nesting can hold a list frame, a tag-section frame and a call frame.
+        max_depth=3 * _depth(root) + 8,
+    )
+
+
+def _depth(node: Node) -> int:
+    return 1 + max((_depth(c) for c in node.children), default=0)
+
+
+_CACHE: dict[tuple[str, str, int, bool], Plan] = {}
+_LOCK = threading.Lock()
+
+
+def compile_plan(spec: MessageSpec, version: int, all_versions: bool = False) -> Plan:
+    """The decode plan of one message version, cached by (spec text, name, version, mode)."""
+    spec.check_version(version)
+    key = (spec.sha256, spec.name, version, all_versions)
+    plan = _CACHE.get(key)
+    if plan is None:
+        plan = _build(spec, version, all_versions)
+        with _LOCK:
+            _CACHE[key] = plan
+    return plan
