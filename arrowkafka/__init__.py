@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .errors import ArrowKafkaError, SpecError
+from .errors import ArrowKafkaError, Corrupt, DecodeError, EncodeError, SpecError, Truncated
 from .specset import SpecSet, default_specs, load_specs
 
 if TYPE_CHECKING:
@@ -17,7 +17,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowKafkaError",
+    "Corrupt",
+    "DecodeError",
+    "EncodeError",
     "SpecError",
+    "Truncated",
+    "decode",
     "SpecSet",
     "arrow_schema",
     "load_specs",
@@ -31,6 +36,21 @@ __version__ = "0.1.0"
 def arrow_schema(name: str, version: int | None = None) -> pa.Schema:
     """``load_specs().arrow_schema(name, version)``: see ``SpecSet.arrow_schema``."""
     return default_specs().arrow_schema(name, version)
+
+
+def decode(
+    bodies: Any,
+    name: str,
+    version: int,
+    *,
+    errors: str = "raise",
+    all_versions: bool = False,
+    threads: int = 1,
+) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
+    """``load_specs().decode(...)``: see ``SpecSet.decode``."""
+    return default_specs().decode(
+        bodies, name, version, errors=errors, all_versions=all_versions, threads=threads
+    )
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

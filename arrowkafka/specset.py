@@ -12,7 +12,7 @@ import difflib
 import hashlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .spec import MessageSpec, load_folders, request_header_version, response_header_version
 
@@ -111,6 +111,52 @@ class SpecSet(Mapping[str, MessageSpec]):
 
             schema = self._schemas[key] = message_schema(self[name], version)
         return schema
+
+    def decode(
+        self,
+        bodies: Any,
+        name: str,
+        version: int,
+        *,
+        errors: str = "raise",
+        all_versions: bool = False,
+        threads: int = 1,
+    ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
+        """Decode a batch of message bodies into one record batch, one row per body.
+
+        Parameters
+        ----------
+        bodies : pa.BinaryArray, pa.LargeBinaryArray, pa.ChunkedArray of them, or list of bytes
+            One message body each: no size prefix, no header.
+        name, version : str, int
+            The message and the version all the bodies are in.
+        errors : {"raise", "null"}
+            ``"raise"``: the first bad body raises ``Truncated`` or ``Corrupt`` (both
+            ``DecodeError``), naming the message index, byte offset and field path.
+            ``"null"``: bad bodies become null rows (every column nullable) and the call
+            returns ``(batch, rejects)``; ``rejects`` has the index, error class, reason,
+            field path, byte offset and the raw body of each.
+        all_versions : bool
+            Rows in the all-versions schema of ``arrow_schema(name)``: fields this version
+            lacks hold their spec default, ``_version`` holds ``version``; batches of several
+            versions then concatenate into one table.
+        threads : int
+            Decode contiguous ranges of the batch on this many threads.
+
+        Examples
+        --------
+        >>> import arrowkafka as ak
+        >>> ak.decode([bytes.fromhex("0000")], "ApiVersionsRequest", 0).num_rows
+        Traceback (most recent call last):
+        ...
+        arrowkafka.errors.Corrupt: 2 bytes left over after the last field at $ (message 0, byte 0/2, \
+ApiVersionsRequest v0)
+        """
+        from .decoder import decode_batch
+
+        return decode_batch(
+            self, bodies, name, version, errors=errors, all_versions=all_versions, threads=threads
+        )
 
     def request_header_version(self, api_key: int, api_version: int) -> int:
         """Request header version (0, 1 or 2) that frames ``api_key`` at ``api_version``."""

@@ -1,0 +1,158 @@
+"""Stage 5: the buffers pass 2 filled -> Arrow arrays, without copying the values.
+
+Each plan node becomes one array through ``pa.Array.from_buffers`` over slices of the arenas
+(validity and bool bytes are packed into bitmaps: an eighth of the size, the only copy).
+Buffer names follow the node id, as in error messages and ``Plan.describe()``:
+``n7-validity``, ``n7-offsets``, ``n7-data`` (var-length bytes) and ``n7-values`` (fixed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .plan import FIXED, LIST, MAP, STRUCT, VARBIN, Node, Plan
+
+__all__ = ["Buffers", "allocate", "assemble"]
+
+_ALIGN = 64
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@dataclass
+class Buffers:
+    """Where each node's buffers live: bases into four arenas, sized from pass 1's counts."""
+
+    fixed_base: np.ndarray
+    off_base: np.ndarray
+    data_base: np.ndarray
+    valid_base: np.ndarray
+    a8: np.ndarray
+    offs: np.ndarray
+    bytes_out: np.ndarray
+    valid: np.ndarray
+
+    def views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.a8, self.a8.view(np.int16), self.a8.view(np.int32), self.a8.view(np.int64)
+
+    def named(self, plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> dict[str, np.ndarray]:
+        """Every buffer by its stable name (``n7-offsets`` ...), as numpy views."""
+        out: dict[str, np.ndarray] = {}
+        for node in plan.nodes:
+            i, n = node.id, int(counts[node.id])
+            if self.valid_base[i] >= 0:
+                out[f"n{i}-validity"] = self.valid[self.valid_base[i] : self.valid_base[i] + n]
+            if node.kind in (LIST, VARBIN, MAP):
+                out[f"n{i}-offsets"] = self.offs[self.off_base[i] : self.off_base[i] + n + 1]
+            if node.kind == VARBIN:
+                out[f"n{i}-data"] = self.bytes_out[self.data_base[i] : self.data_base[i] + dcounts[i]]
+            if node.kind == FIXED:
+                out[f"n{i}-values"] = self.a8[self.fixed_base[i] : self.fixed_base[i] + n * node.width]
+        return out
+
+
+class BatchTooLarge(ValueError):
+    pass
+
+
+def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
+    """Allocate every buffer exactly once, from pass 1's slot and byte counts."""
+    n = len(plan.nodes)
+    fixed_base = np.zeros(n, np.int64)
+    off_base = np.zeros(n, np.int64)
+    data_base = np.zeros(n, np.int64)
+    valid_base = np.full(n, -1, np.int64)
+    fixed = offsets = data = valid = 0
+    for node in plan.nodes:
+        i, c = node.id, int(counts[node.id])
+        if node.kind == FIXED:
+            fixed_base[i] = fixed
+            fixed += _aligned(c * node.width)
+        if node.kind in (LIST, VARBIN, MAP):
+            if c >= 2**31 - 1 or (node.kind == VARBIN and dcounts[i] >= 2**31):
+                raise BatchTooLarge(f"{node.path}: more than 2 GiB or 2^31 items in one batch")
+            off_base[i] = offsets
+            offsets += _aligned(c + 1)
+        if node.kind == VARBIN:
+            data_base[i] = data
+            data += _aligned(int(dcounts[i]))
+        if node.nullable:
+            valid_base[i] = valid
+            valid += _aligned(c)
+    offs = np.empty(max(offsets, 1), np.int32)
+    offs[off_base[[nd.id for nd in plan.nodes if nd.kind in (LIST, VARBIN, MAP)]]] = 0
+    return Buffers(
+        fixed_base,
+        off_base,
+        data_base,
+        valid_base,
+        np.empty(max(fixed, 8), np.uint8),
+        offs,
+        np.empty(max(data, 1), np.uint8),
+        np.empty(max(valid, 1), np.uint8),
+    )
+
+
+def _bitmap(bytes_: np.ndarray) -> tuple[pa.Buffer | None, int]:
+    nulls = int(bytes_.size - np.count_nonzero(bytes_))
+    if nulls == 0:
+        return None, 0
+    return pa.py_buffer(np.packbits(bytes_.astype(bool), bitorder="little")), nulls
+
+
+def assemble(
+    plan: Plan,
+    bufs: Buffers,
+    counts: np.ndarray,
+    dcounts: np.ndarray,
+    rows: int,
+    bad: np.ndarray | None = None,
+) -> pa.RecordBatch:
+    """Build the record batch; with ``bad`` (a byte per row), those rows' columns are null."""
+
+    def array(node: Node, row_valid: np.ndarray | None = None) -> pa.Array:
+        i = node.id
+        length = int(counts[i])
+        vb = bufs.valid_base[i]
+        validity_bytes = bufs.valid[vb : vb + length] if vb >= 0 else None
+        if row_valid is not None:
+            validity_bytes = row_valid if validity_bytes is None else validity_bytes & row_valid
+        validity, nulls = _bitmap(validity_bytes) if validity_bytes is not None else (None, 0)
+        t = node.type
+        if node.kind == FIXED:
+            storage = t.storage_type if isinstance(t, pa.ExtensionType) else t
+            raw = bufs.a8[bufs.fixed_base[i] : bufs.fixed_base[i] + length * node.width]
+            if pa.types.is_boolean(storage):
+                values = pa.py_buffer(np.packbits(raw.astype(bool), bitorder="little"))
+            else:
+                values = pa.py_buffer(raw)
+            arr = pa.Array.from_buffers(storage, length, [validity, values], null_count=nulls)
+            return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
+        if node.kind == VARBIN:
+            offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
+            data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
+            return pa.Array.from_buffers(t, length, [validity, offsets, data], null_count=nulls)
+        children = [array(c) for c in node.children]
+        if node.kind == STRUCT:
+            return pa.Array.from_buffers(t, length, [validity], null_count=nulls, children=children)
+        offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
+        if node.kind == MAP:
+            entries_type = pa.struct([t.key_field, t.item_field])
+            entries = pa.Array.from_buffers(entries_type, len(children[0]), [None], children=children)
+            children = [entries]
+        return pa.Array.from_buffers(t, length, [validity, offsets], null_count=nulls, children=children)
+
+    row_valid = None if bad is None or not bad.any() else (bad == 0).astype(np.uint8)
+    schema = plan.schema
+    if bad is not None:  # errors="null": the schema says every column may be null, always
+        schema = pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
+    columns = [array(c, row_valid) for c in plan.root.children]
+    if not columns:
+        empty = pa.Array.from_buffers(pa.struct([]), rows, [None])
+        return pa.RecordBatch.from_struct_array(empty).replace_schema_metadata(schema.metadata)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

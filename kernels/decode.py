@@ -1,0 +1,683 @@
+"""Stage 4: the decode kernel, one Numba interpreter of plans (numpy and numba only).
+
+``run`` walks a batch of message bodies with a plan's program. It is called twice:
+
+- pass 1 (``fill=False``): checks every length against the bytes left, every varint, marker,
+  tag order and UTF-8 string, and counts, per output node, slots (``counts``) and var-length
+  bytes (``dcounts``). Nothing is written but counters.
+- pass 2 (``fill=True``): the caller has allocated each buffer once from those counts; the
+  same walk now writes values, offsets and validity bytes at the node cursors.
+
+State layout
+    configuration   code/consts/const_bytes/tag_table (the plan), data/starts/ends (input)
+    cursors         counts[node], dcounts[node]: slots and data bytes written so far
+    buffer bases    fixed_base (bytes into a8, the views a16/a32/a64 share its memory),
+                    off_base (int32 offsets), data_base (bytes), valid_base (-1: no validity)
+    stack           frames of (kind, a, b, c, d): LIST (body pc, remaining, total, after pc),
+                    CALL (return pc, expected end or -1, saved end), SECTION (start, count or
+                    -1 for the draft buffer, end)
+
+Kernels never raise and never read outside ``data[starts[i]:ends[i]]``: the first failure is
+written to ``status`` (code, message, byte offset, pc, two details, list depth, list indices)
+and, with ``null_mode``, each bad message is recorded, its counters rolled back and a row of
+defaults written instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# ops (must match arrowkafka.plan.OPS)
+END, INT, BOOL, F64, UUID, VARBIN, LIST, LIST_NEXT, LIST_FIXED, STRUCT, NSTRUCT = range(11)
+TAGS, OPTBUF, TAGGED, SECTION_END, RET = range(11, 16)
+DEF_FIXED, DEF_VARBIN, DEF_LIST, DEF_STRUCT, DEF_MAP, DEF_UUID = range(16, 22)
+
+# error codes
+OK = 0
+E_TRUNCATED = 1  # a read runs past the end of the body
+E_FORGED_COUNT = 2  # an array count the remaining bytes cannot hold
+E_NEGATIVE = 3  # a length or count below -1
+E_NULL = 4  # null in a field not nullable in this version
+E_UTF8 = 5  # a string that is not UTF-8
+E_VARINT_LONG = 6  # a varint longer than its type allows
+E_VARINT_BIG = 7  # a varint whose value does not fit its type
+E_MARKER = 8  # a nullable-struct marker other than -1/1 (0/1 when tagged)
+E_TAG_ORDER = 9  # tags not strictly ascending
+E_TAG_SIZE = 10  # a tagged (or optional) field whose value does not fill its size exactly
+E_TRAILING = 11  # bytes left over after the last field
+E_TOO_BIG = 12  # one output buffer would pass 2 GiB: split the batch
+
+STATUS_SIZE = 16
+MAX_INDICES = 8
+
+# frame kinds
+F_LIST, F_CALL, F_SECTION = 1, 2, 3
+
+
+@njit(inline="always")
+def _be(data, pos, nbytes):  # type: ignore[no-untyped-def]
+    """Big-endian unsigned integer of 1-8 bytes at pos (caller checked the bounds)."""
+    v = np.uint64(0)
+    for k in range(nbytes):
+        v = (v << np.uint64(8)) | np.uint64(data[pos + k])
+    return v
+
+
+@njit(inline="always")
+def _signed(v, bits):  # type: ignore[no-untyped-def]
+    """Reinterpret the low ``bits`` bits of uint64 ``v`` as two's complement."""
+    if bits == 64:
+        return np.int64(v)
+    mask = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+    v = v & mask
+    if v >> np.uint64(bits - 1):
+        return np.int64(v) - (np.int64(1) << np.int64(bits))
+    return np.int64(v)
+
+
+@njit(inline="always")
+def _uvarint(data, pos, end, bits):  # type: ignore[no-untyped-def]
+    """Unsigned LEB128 of at most ceil(bits/7) bytes -> (value, new pos, error)."""
+    v = np.uint64(0)
+    shift = np.uint64(0)
+    maxbytes = (bits + 6) // 7
+    for _ in range(maxbytes):
+        if pos >= end:
+            return np.uint64(0), pos, E_TRUNCATED
+        b = data[pos]
+        pos += 1
+        v |= np.uint64(b & 0x7F) << shift
+        if b < 0x80:
+            if bits < 64 and (v >> np.uint64(bits)) != np.uint64(0):
+                return np.uint64(0), pos, E_VARINT_BIG
+            if bits == 64 and shift == np.uint64(63) and b > 1:
+                return np.uint64(0), pos, E_VARINT_BIG
+            return v, pos, OK
+        shift += np.uint64(7)
+    return np.uint64(0), pos, E_VARINT_LONG
+
+
+@njit(inline="always")
+def _utf8_ok(data, pos, n):  # type: ignore[no-untyped-def]
+    """Is data[pos:pos+n] well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF)?"""
+    i = pos
+    stop = pos + n
+    while i < stop:
+        b = data[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            k = 1
+        elif 0xE0 <= b <= 0xEF:
+            k = 2
+        elif 0xF0 <= b <= 0xF4:
+            k = 3
+        else:
+            return False
+        if i + k >= stop:  # the sequence runs past the string
+            return False
+        c1 = data[i + 1]
+        if (c1 & 0xC0) != 0x80:
+            return False
+        if k == 2:
+            if (b == 0xE0 and c1 < 0xA0) or (b == 0xED and c1 > 0x9F):
+                return False
+        elif k == 3:
+            if (b == 0xF0 and c1 < 0x90) or (b == 0xF4 and c1 > 0x8F):
+                return False
+        for j in range(2, k + 1):
+            if (data[i + j] & 0xC0) != 0x80:
+                return False
+        i += k + 1
+    return True
+
+
+@njit(inline="always")
+def _read_len(data, pos, end, kind):  # type: ignore[no-untyped-def]
+    """A length or count (kind 0 int16, 1 int32, 2 compact uvarint N+1) -> (n, pos, err);
+    n == -1 is null."""
+    if kind == 0:
+        if end - pos < 2:
+            return np.int64(0), pos, E_TRUNCATED
+        return _signed(_be(data, pos, 2), 16), pos + 2, OK
+    if kind == 1:
+        if end - pos < 4:
+            return np.int64(0), pos, E_TRUNCATED
+        return _signed(_be(data, pos, 4), 32), pos + 4, OK
+    v, pos, err = _uvarint(data, pos, end, 32)
+    return np.int64(v) - 1, pos, err
+
+
+@njit(inline="always")
+def _put(a8, a16, a32, a64, byte_at, width, v):  # type: ignore[no-untyped-def]
+    """Store the low ``width`` bytes of int64 ``v`` (little-endian) at byte offset byte_at."""
+    if width == 1:
+        a8[byte_at] = np.uint8(v & 0xFF)
+    elif width == 2:
+        a16[byte_at >> 1] = np.int16(v)
+    elif width == 4:
+        a32[byte_at >> 2] = np.int32(v)
+    else:
+        a64[byte_at >> 3] = np.int64(v)
+
+
+@njit(cache=True, nogil=True)
+def run(  # type: ignore[no-untyped-def]
+    code,
+    consts,
+    const_bytes,
+    tag_table,
+    root_default_pc,
+    max_depth,
+    data,
+    starts,
+    ends,
+    first,
+    last,
+    fill,
+    null_mode,
+    bad,
+    counts,
+    dcounts,
+    fixed_base,
+    off_base,
+    data_base,
+    valid_base,
+    a8,
+    a16,
+    a32,
+    a64,
+    offs,
+    bytes_out,
+    valid,
+    status,
+    reject_code,
+    reject_offset,
+    reject_pc,
+):
+    """Decode messages ``first..last-1`` (see the module docstring). Returns 0, or the error
+    code of the first failure when not in ``null_mode``."""
+    nnodes = counts.shape[0]
+    stack = np.zeros((max_depth, 5), dtype=np.int64)
+    snap_counts = np.zeros(nnodes, dtype=np.int64)
+    snap_dcounts = np.zeros(nnodes, dtype=np.int64)
+    i = first
+    while i < last:
+        msg_start = starts[i]
+        msg_end = ends[i]
+        pos = msg_start
+        end = msg_end
+        sp = 0
+        defaults_only = bad[i] != 0
+        pc = root_default_pc if defaults_only else 0
+        if null_mode and not fill and not defaults_only:
+            for k in range(nnodes):
+                snap_counts[k] = counts[k]
+                snap_dcounts[k] = dcounts[k]
+        err = OK
+        err_pos = pos
+        d1 = np.int64(0)
+        d2 = np.int64(0)
+        while True:
+            row = code[pc]
+            op = row[0]
+            node = row[1]
+            err_pos = pos
+            if op == INT:
+                enc = row[2]
+                wb = row[3]
+                v = np.int64(0)
+                if enc <= 1:
+                    if end - pos < wb:
+                        err = E_TRUNCATED
+                        d1 = wb
+                        d2 = end - pos
+                        break
+                    raw = _be(data, pos, wb)
+                    pos += wb
+                    v = _signed(raw, wb * 8) if enc == 0 else np.int64(raw)
+                else:
+                    raw, pos, err = _uvarint(data, pos, end, wb)
+                    if err != OK:
+                        break
+                    if enc == 2:
+                        v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
+                    else:
+                        v = _signed(raw, wb)
+                if fill:
+                    w = row[4]
+                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, v)
+                counts[node] += 1
+                pc += 1
+            elif op == LIST_FIXED:
+                child = row[2]
+                n, pos, err = _read_len(data, pos, end, row[3])
+                if err != OK:
+                    break
+                slot = counts[node]
+                if n < -1:
+                    err = E_NEGATIVE
+                    d1 = n
+                    break
+                if n == -1:
+                    if row[4] == 0:
+                        err = E_NULL
+                        break
+                    if valid_base[node] >= 0 and fill:
+                        valid[valid_base[node] + slot] = 0
+                    n = 0
+                elif valid_base[node] >= 0 and fill:
+                    valid[valid_base[node] + slot] = 1
+                eb = row[6]
+                if n * eb > end - pos:
+                    err = E_FORGED_COUNT
+                    d1 = n * eb
+                    d2 = end - pos
+                    break
+                if fill:
+                    ek = row[5]
+                    c0 = counts[child]
+                    if ek == 4:  # uuid: 16 raw bytes each
+                        dst = fixed_base[child] + c0 * 16
+                        for k in range(n * 16):
+                            a8[dst + k] = data[pos + k]
+                    elif ek == 3:  # bool
+                        dst = fixed_base[child] + c0
+                        for k in range(n):
+                            a8[dst + k] = 1 if data[pos + k] != 0 else 0
+                    elif ek == 2 or eb == 8:
+                        dst = (fixed_base[child] >> 3) + c0
+                        for k in range(n):
+                            a64[dst + k] = np.int64(_be(data, pos + k * 8, 8))
+                    elif eb == 4:
+                        dst = (fixed_base[child] >> 2) + c0
+                        for k in range(n):
+                            a32[dst + k] = np.int32(_be(data, pos + k * 4, 4))
+                    elif eb == 2:
+                        dst = (fixed_base[child] >> 1) + c0
+                        for k in range(n):
+                            a16[dst + k] = np.int16(_be(data, pos + k * 2, 2))
+                    else:
+                        dst = fixed_base[child] + c0
+                        for k in range(n):
+                            a8[dst + k] = data[pos + k]
+                    offs[off_base[node] + slot + 1] = np.int32(c0 + n)
+                counts[child] += n
+                counts[node] += 1
+                pos += n * eb
+                pc += 1
+            elif op == STRUCT:
+                if fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + counts[node]] = 1
+                counts[node] += 1
+                pc += 1
+            elif op == VARBIN:
+                n, pos, err = _read_len(data, pos, end, row[2])
+                if err != OK:
+                    break
+                slot = counts[node]
+                if n < -1:
+                    err = E_NEGATIVE
+                    d1 = n
+                    break
+                if n == -1:
+                    if row[3] == 0:
+                        err = E_NULL
+                        break
+                    if fill and valid_base[node] >= 0:
+                        valid[valid_base[node] + slot] = 0
+                    n = 0
+                else:
+                    if n > end - pos:
+                        err = E_TRUNCATED
+                        d1 = n
+                        d2 = end - pos
+                        break
+                    if not fill and row[4] != 0 and not _utf8_ok(data, pos, n):
+                        err = E_UTF8
+                        break
+                    if fill:
+                        if valid_base[node] >= 0:
+                            valid[valid_base[node] + slot] = 1
+                        dst = data_base[node] + dcounts[node]
+                        for k in range(n):
+                            bytes_out[dst + k] = data[pos + k]
+                dcounts[node] += n
+                if fill:
+                    offs[off_base[node] + slot + 1] = np.int32(dcounts[node])
+                counts[node] += 1
+                pos += n
+                pc += 1
+            elif op == LIST:
+                n, pos, err = _read_len(data, pos, end, row[2])
+                if err != OK:
+                    break
+                slot = counts[node]
+                child = node + 1  # pre-order: a list's only child comes next
+                if n < -1:
+                    err = E_NEGATIVE
+                    d1 = n
+                    break
+                if n == -1:
+                    if row[3] == 0:
+                        err = E_NULL
+                        break
+                    if fill and valid_base[node] >= 0:
+                        valid[valid_base[node] + slot] = 0
+                    n = 0
+                elif fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + slot] = 1
+                minsize = max(row[4], 1)
+                if n * minsize > end - pos:
+                    err = E_FORGED_COUNT
+                    d1 = n
+                    d2 = end - pos
+                    break
+                if fill:
+                    offs[off_base[node] + slot + 1] = np.int32(counts[child] + n)
+                counts[node] += 1
+                if n > 0:
+                    stack[sp, 0] = F_LIST
+                    stack[sp, 1] = pc + 1
+                    stack[sp, 2] = n
+                    stack[sp, 3] = n
+                    stack[sp, 4] = row[5]
+                    sp += 1
+                    pc += 1
+                else:
+                    pc = row[5]
+            elif op == LIST_NEXT:
+                top = sp - 1
+                stack[top, 2] -= 1
+                if stack[top, 2] > 0:
+                    pc = stack[top, 1]
+                else:
+                    pc = stack[top, 4]
+                    sp -= 1
+            elif op == BOOL:
+                if end - pos < 1:
+                    err = E_TRUNCATED
+                    d1 = 1
+                    d2 = 0
+                    break
+                if fill:
+                    a8[fixed_base[node] + counts[node]] = 1 if data[pos] != 0 else 0
+                pos += 1
+                counts[node] += 1
+                pc += 1
+            elif op == F64:
+                if end - pos < 8:
+                    err = E_TRUNCATED
+                    d1 = 8
+                    d2 = end - pos
+                    break
+                if fill:
+                    a64[(fixed_base[node] >> 3) + counts[node]] = np.int64(_be(data, pos, 8))
+                pos += 8
+                counts[node] += 1
+                pc += 1
+            elif op == UUID:
+                if end - pos < 16:
+                    err = E_TRUNCATED
+                    d1 = 16
+                    d2 = end - pos
+                    break
+                if fill:
+                    dst = fixed_base[node] + counts[node] * 16
+                    for k in range(16):
+                        a8[dst + k] = data[pos + k]
+                pos += 16
+                counts[node] += 1
+                pc += 1
+            elif op == NSTRUCT:
+                present = False
+                if row[2] == 0:
+                    if end - pos < 1:
+                        err = E_TRUNCATED
+                        d1 = 1
+                        d2 = 0
+                        break
+                    m = _signed(np.uint64(data[pos]), 8)
+                    pos += 1
+                    if m == 1:
+                        present = True
+                    elif m != -1:
+                        err = E_MARKER
+                        d1 = m
+                        break
+                else:
+                    mv, pos, err = _uvarint(data, pos, end, 32)
+                    if err != OK:
+                        break
+                    if mv == 1:
+                        present = True
+                    elif mv != 0:
+                        err = E_MARKER
+                        d1 = np.int64(mv)
+                        break
+                if fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + counts[node]] = 1 if present else 0
+                counts[node] += 1
+                if present:
+                    pc += 1
+                else:
+                    stack[sp, 0] = F_CALL
+                    stack[sp, 1] = row[3]
+                    stack[sp, 2] = -1
+                    stack[sp, 3] = end
+                    sp += 1
+                    pc = row[4]
+            elif op == TAGS or op == OPTBUF:
+                keynode = row[2]
+                valnode = row[3]
+                tstart = row[4]
+                tn = row[5]
+                count = np.int64(-1)
+                if op == TAGS:
+                    cv, pos, err = _uvarint(data, pos, end, 32)
+                    if err != OK:
+                        break
+                    count = np.int64(cv)
+                sec_start = pos
+                last_tag = np.int64(-1)
+                k = np.int64(0)
+                while op == OPTBUF or k < count:
+                    k += 1
+                    err_pos = pos
+                    if op == TAGS:
+                        tv, pos, err = _uvarint(data, pos, end, 32)
+                        if err != OK:
+                            break
+                        sv, pos, err = _uvarint(data, pos, end, 32)
+                        if err != OK:
+                            break
+                        tag = np.int64(tv)
+                        size = np.int64(sv)
+                    else:
+                        zv, pos, err = _uvarint(data, pos, end, 32)
+                        if err != OK:
+                            break
+                        size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))
+                        if size == 0:
+                            break
+                        if size < 0:
+                            err = E_NEGATIVE
+                            d1 = size
+                            break
+                        if end - pos < 2:
+                            err = E_TRUNCATED
+                            d1 = 2
+                            d2 = end - pos
+                            break
+                        tag = _signed(_be(data, pos, 2), 16)
+                        pos += 2
+                    if tag <= last_tag:
+                        err = E_TAG_ORDER
+                        d1 = tag
+                        d2 = last_tag
+                        break
+                    last_tag = tag
+                    if size > end - pos:
+                        err = E_TRUNCATED
+                        d1 = size
+                        d2 = end - pos
+                        break
+                    known = False
+                    for t in range(tstart, tstart + tn):
+                        if tag_table[t] == tag:
+                            known = True
+                    if not known:
+                        if fill:
+                            a32[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
+                            dst = data_base[valnode] + dcounts[valnode]
+                            for q in range(size):
+                                bytes_out[dst + q] = data[pos + q]
+                        counts[keynode] += 1
+                        dcounts[valnode] += size
+                        if fill:
+                            offs[off_base[valnode] + counts[valnode] + 1] = np.int32(dcounts[valnode])
+                        counts[valnode] += 1
+                    pos += size
+                if err != OK:
+                    break
+                if fill:
+                    offs[off_base[node] + counts[node] + 1] = np.int32(counts[keynode])
+                counts[node] += 1
+                stack[sp, 0] = F_SECTION
+                stack[sp, 1] = sec_start
+                stack[sp, 2] = count
+                stack[sp, 3] = pos
+                sp += 1
+                pc += 1
+            elif op == TAGGED:
+                want = np.int64(row[2])
+                top = sp - 1
+                p = stack[top, 1]
+                count = stack[top, 2]
+                found = False
+                fstart = np.int64(0)
+                fsize = np.int64(0)
+                k = np.int64(0)
+                # Already validated by TAGS/OPTBUF: walk the section again to find the tag.
+                while count < 0 or k < count:
+                    k += 1
+                    if count >= 0:
+                        tv, p, _e = _uvarint(data, p, end, 32)
+                        sv, p, _e = _uvarint(data, p, end, 32)
+                        tag = np.int64(tv)
+                        size = np.int64(sv)
+                    else:
+                        zv, p, _e = _uvarint(data, p, end, 32)
+                        size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))
+                        if size == 0:
+                            break
+                        tag = _signed(_be(data, p, 2), 16)
+                        p += 2
+                    if tag == want:
+                        found = True
+                        fstart = p
+                        fsize = size
+                        break
+                    if tag > want:
+                        break
+                    p += size
+                stack[sp, 0] = F_CALL
+                stack[sp, 1] = pc + 1
+                stack[sp, 3] = end
+                if found:
+                    stack[sp, 2] = fstart + fsize
+                    pos = fstart
+                    end = fstart + fsize
+                    pc = row[3]
+                else:
+                    stack[sp, 2] = -1
+                    pc = row[4]
+                sp += 1
+            elif op == SECTION_END:
+                sp -= 1
+                pos = stack[sp, 3]
+                pc += 1
+            elif op == RET:
+                sp -= 1
+                if stack[sp, 2] >= 0 and pos != stack[sp, 2]:
+                    err = E_TAG_SIZE
+                    d1 = stack[sp, 2] - pos
+                    sp += 1
+                    break
+                end = stack[sp, 3]
+                pc = stack[sp, 1]
+            elif op == DEF_FIXED:
+                if fill:
+                    w = row[3]
+                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, consts[row[2]])
+                counts[node] += 1
+                pc += 1
+            elif op == DEF_VARBIN:
+                slot = counts[node]
+                n = row[3]
+                if fill:
+                    if valid_base[node] >= 0:
+                        valid[valid_base[node] + slot] = 0 if row[4] != 0 else 1
+                    dst = data_base[node] + dcounts[node]
+                    for k in range(n):
+                        bytes_out[dst + k] = const_bytes[row[2] + k]
+                    offs[off_base[node] + slot + 1] = np.int32(dcounts[node] + n)
+                dcounts[node] += n
+                counts[node] += 1
+                pc += 1
+            elif op == DEF_UUID:
+                if fill:
+                    dst = fixed_base[node] + counts[node] * 16
+                    for k in range(16):
+                        a8[dst + k] = const_bytes[row[2] + k]
+                counts[node] += 1
+                pc += 1
+            elif op == DEF_LIST or op == DEF_MAP:
+                slot = counts[node]
+                if fill:
+                    if valid_base[node] >= 0:
+                        valid[valid_base[node] + slot] = 0 if row[2] != 0 else 1
+                    offs[off_base[node] + slot + 1] = np.int32(counts[node + 1])
+                counts[node] += 1
+                pc += 1
+            elif op == DEF_STRUCT:
+                if fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + counts[node]] = 0 if row[2] != 0 else 1
+                counts[node] += 1
+                pc += 1
+            else:  # END
+                if not defaults_only and pos != end:
+                    err = E_TRAILING
+                    d1 = end - pos
+                break
+        if err == OK:
+            i += 1
+            continue
+        # A tagged field's bytes are bounded by its size: running past them is a size lie.
+        if err == E_TRUNCATED and end != msg_end:
+            err = E_TAG_SIZE
+        if null_mode and not fill:
+            reject_code[i] = err
+            reject_offset[i] = err_pos - msg_start
+            reject_pc[i] = pc
+            for k in range(nnodes):
+                counts[k] = snap_counts[k]
+                dcounts[k] = snap_dcounts[k]
+            bad[i] = 1  # decode it again as a row of defaults
+            continue
+        status[0] = err
+        status[1] = i
+        status[2] = err_pos - msg_start
+        status[3] = pc
+        status[4] = d1
+        status[5] = d2
+        depth = 0
+        for k in range(sp):
+            if stack[k, 0] == F_LIST and depth < MAX_INDICES:
+                status[7 + depth] = stack[k, 3] - stack[k, 2]
+                depth += 1
+        status[6] = depth
+        return err
+    return OK
