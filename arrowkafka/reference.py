@@ -288,8 +288,11 @@ def decode(spec: MessageSpec, version: int, body: bytes, index: int = 0) -> dict
 # ---- defaults -------------------------------------------------------------------------------
 
 
-def default_value(spec: MessageSpec, f: Field, version: int) -> Any:
-    """The value a field takes when the wire does not carry it (absent tag, older version)."""
+def default_value(spec: MessageSpec, f: Field, version: int | None) -> Any:
+    """The value a field takes when the wire does not carry it (absent tag, older version).
+
+    ``version=None`` gives it in the all-versions shape (a struct default then has every
+    field of every version)."""
     d = f.default
     if d is STRUCT_DEFAULTS:
         assert f.struct is not None
@@ -301,12 +304,16 @@ def default_value(spec: MessageSpec, f: Field, version: int) -> Any:
     return d
 
 
-def default_struct(spec: MessageSpec, s: Struct, version: int) -> dict[str, Any]:
-    out = {column_name(f.name): default_value(spec, f, version) for f in s.optional_fields}
-    if not spec.has_optional_buffer(version):
-        out = {}
-    out.update({column_name(f.name): default_value(spec, f, version) for f in s.fields_in(version)})
-    if spec.is_flexible(version) or spec.has_optional_buffer(version):
+def default_struct(spec: MessageSpec, s: Struct, version: int | None) -> dict[str, Any]:
+    versions = list(spec.valid_versions) if version is None else [version]
+    out: dict[str, Any] = {}
+    for f in (*s.optional_fields, *s.fields):
+        in_some = any(v in f.versions for v in versions)
+        if f.optional:
+            in_some = in_some and any(spec.has_optional_buffer(v) for v in versions)
+        if in_some:
+            out[column_name(f.name)] = default_value(spec, f, version)
+    if any(spec.is_flexible(v) or spec.has_optional_buffer(v) for v in versions):
         out[UNKNOWN_TAGS] = []
     return out
 

@@ -1,0 +1,88 @@
+"""Hypothesis strategies derived from the spec IR: values of one message version, shaped like
+``arrow_schema(name, version)`` rows (what the reference codec reads and writes)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from hypothesis import strategies as st
+
+from arrowkafka.schema import UNKNOWN_TAGS, column_name
+from arrowkafka.spec import Field, MessageSpec, Struct
+
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+
+def _int(bits: int) -> st.SearchStrategy[int]:
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    # Mostly small values (varints of every width), sometimes the extremes.
+    return st.one_of(st.integers(max(lo, -300), min(hi, 300)), st.integers(lo, hi), st.sampled_from([lo, hi, 0, -1]))
+
+
+def _primitive(spec: MessageSpec, f: Field, version: int) -> st.SearchStrategy[Any]:
+    e = f.element
+    if e == "bool":
+        return st.booleans()
+    if e in _INT_BITS:
+        bits = _INT_BITS[e]
+        if e != "int8" and f.kind == "primitive":
+            bits = min(bits, int(f.encoding_in(version)[-2:]))  # KIP-625: int64 as fixed32
+        return _int(bits)
+    if e == "uint16":
+        return st.integers(0, 2**16 - 1)
+    if e == "uint32":
+        return st.integers(0, 2**32 - 1)
+    if e == "float64":
+        return st.floats(allow_nan=False).filter(lambda x: not math.isnan(x))
+    if e == "uuid":
+        return st.binary(min_size=16, max_size=16).map(lambda b: uuid.UUID(bytes=b))
+    if e == "string":
+        return st.text(max_size=12)
+    return st.binary(max_size=12)  # bytes, records
+
+
+def _nullable(f: Field, version: int, inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), inner) if f.nullable_in(version) else inner
+
+
+def field_value(spec: MessageSpec, f: Field, version: int, depth: int) -> st.SearchStrategy[Any]:
+    if f.kind == "array":
+        if f.struct is not None:
+            elem = struct_value(spec, f.struct, version, depth + 1)
+        else:
+            elem = _primitive(spec, f, version)
+        return _nullable(f, version, st.lists(elem, max_size=3 if depth < 2 else 1))
+    if f.kind == "struct":
+        assert f.struct is not None
+        return _nullable(f, version, struct_value(spec, f.struct, version, depth + 1))
+    inner = _primitive(spec, f, version)
+    if f.element in ("string", "bytes", "records"):
+        return _nullable(f, version, inner)
+    return inner
+
+
+def _unknown_tags(known: set[int], draft: bool) -> st.SearchStrategy[list[tuple[int, bytes]]]:
+    top = 0x7FFF if draft else 2**31 - 1
+    tags = st.one_of(st.integers(0, 40), st.integers(0, top)).filter(lambda t: t not in known)
+    entry = st.tuples(tags, st.binary(min_size=1 if draft else 0, max_size=6))
+    return st.lists(entry, max_size=2, unique_by=lambda e: e[0]).map(sorted)
+
+
+def struct_value(spec: MessageSpec, s: Struct, version: int, depth: int = 0) -> st.SearchStrategy[dict[str, Any]]:
+    parts: dict[str, st.SearchStrategy[Any]] = {}
+    if spec.has_optional_buffer(version):
+        for f in s.optional_fields:
+            parts[column_name(f.name)] = field_value(spec, f, version, depth)
+    for f in s.fields_in(version):
+        parts[column_name(f.name)] = field_value(spec, f, version, depth)
+    if spec.is_flexible(version) or spec.has_optional_buffer(version):
+        known = {f.tag for f in s.fields_in(version) if f.tagged_in(version)}
+        known |= {f.tag for f in s.optional_fields}
+        parts[UNKNOWN_TAGS] = _unknown_tags({t for t in known if t is not None}, spec.has_optional_buffer(version))
+    return st.fixed_dictionaries(parts)
+
+
+def message_value(spec: MessageSpec, version: int) -> st.SearchStrategy[dict[str, Any]]:
+    return struct_value(spec, spec.root, version)
