@@ -59,7 +59,9 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     _, off_buf, data_buf = bodies.buffers()
     otype = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
     offsets = np.frombuffer(off_buf, otype, count=n + 1, offset=bodies.offset * np.dtype(otype).itemsize)
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+    data = (
+        np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+    )
     starts = offsets[:-1].astype(np.int64)
     ends = offsets[1:].astype(np.int64)
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):
@@ -88,7 +90,9 @@ def _what(plan: Plan, pc: int) -> str:
     return f.type if f is not None else OPS[op].lower()
 
 
-def _error(plan: Plan, code: int, msg: int, offset: int, pc: int, d1: int, d2: int, idx: list[int], size: int):
+def _error(
+    plan: Plan, code: int, msg: int, offset: int, pc: int, d1: int, d2: int, idx: list[int], size: int
+) -> DecodeError:
     cls, template = _REASONS[code]
     what = _what(plan, pc)
     return cls(
@@ -113,7 +117,9 @@ class _Run:
         self.reject_offset = np.zeros(n, np.int64)
         self.reject_pc = np.zeros(n, np.int32)
 
-    def call(self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None):
+    def call(
+        self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
+    ) -> None:
         p = self.plan
         status = np.zeros(kernel.STATUS_SIZE, np.int64)
         if bufs is None:
@@ -173,13 +179,13 @@ def decode_batch(
         run.call(int(cuts[k]), int(cuts[k + 1]), False, counts[k], dcounts[k], None)
 
     _each(pass1, threads)
-    total, dtotal = sum(counts), sum(dcounts)
+    total, dtotal = np.sum(counts, axis=0), np.sum(dcounts, axis=0)
     try:
         bufs = allocate(plan, total, dtotal)
     except BatchTooLarge as e:
         raise ValueError(f"{plan.name} v{version}: {e}; decode it in smaller batches") from None
-    cursor = [np.zeros(nn, np.int64)] + list(np.cumsum(counts, axis=0)[:-1])
-    dcursor = [np.zeros(nn, np.int64)] + list(np.cumsum(dcounts, axis=0)[:-1])
+    cursor = [np.zeros(nn, np.int64), *np.cumsum(counts, axis=0)[:-1]]
+    dcursor = [np.zeros(nn, np.int64), *np.cumsum(dcounts, axis=0)[:-1]]
 
     def pass2(k: int) -> None:
         run.call(int(cuts[k]), int(cuts[k + 1]), True, cursor[k], dcursor[k], bufs)
@@ -226,7 +232,14 @@ def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
             one = _Run(plan, np.frombuffer(body or b"\0", np.uint8), np.zeros(1, np.int64),
                        np.array([len(body)], np.int64), False)  # fmt: skip
             try:
-                one.call(0, 1, False, np.zeros(len(plan.nodes), np.int64), np.zeros(len(plan.nodes), np.int64), None)
+                one.call(
+                    0,
+                    1,
+                    False,
+                    np.zeros(len(plan.nodes), np.int64),
+                    np.zeros(len(plan.nodes), np.int64),
+                    None,
+                )
                 raise AssertionError("a rejected body decoded alone")
             except DecodeError as e:
                 error, reason, path, offset = type(e).__name__, e.reason, e.path, e.offset

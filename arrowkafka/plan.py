@@ -21,6 +21,7 @@ import struct as _struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,9 @@ __all__ = ["Node", "Plan", "compile_plan", "OPS"]
 # ---- instruction set (kept in step with kernels/decode.py) --------------------------------------
 OPS = [
     "END",  # message done
-    "INT",  # node, enc (0 fixed signed, 1 fixed unsigned, 2 zigzag varint, 3 unsigned varint), wire bytes|bits, out width
+    # node, enc (0 fixed signed, 1 fixed unsigned, 2 zigzag varint, 3 unsigned varint),
+    # wire bytes (fixed) or bits (varint), output width
+    "INT",
     "BOOL",  # node
     "F64",  # node
     "UUID",  # node
@@ -65,7 +68,17 @@ E_INT, E_UINT, E_F64, E_BOOL, E_UUID = range(5)
 # length kinds
 L_INT16, L_INT32, L_UVARINT = range(3)
 
-_WIDTH = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8, "uuid": 16}
+_WIDTH = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
 
 
 @dataclass(eq=False)
@@ -216,7 +229,7 @@ class _Emitter:
             if value is None:
                 self.emit("DEF_VARBIN", node.id, 0, 0, 1, path=node.path)
             else:
-                raw = value.encode() if isinstance(value, str) else bytes(value)  # type: ignore[arg-type]
+                raw = value.encode() if isinstance(value, str) else bytes(cast(bytes, value))
                 start = len(self.const_bytes)
                 self.const_bytes += raw
                 self.emit("DEF_VARBIN", node.id, start, len(raw), 0, path=node.path)
@@ -224,7 +237,7 @@ class _Emitter:
             element = node.field.element if node.field is not None else "int16"  # _version
             if element == "uuid":
                 start = len(self.const_bytes)
-                self.const_bytes += bytes(value)  # type: ignore[arg-type]
+                self.const_bytes += cast(bytes, value)
                 self.emit("DEF_UUID", node.id, start, path=node.path)
                 return
             if element == "float64":
@@ -271,7 +284,9 @@ class _Emitter:
         elif unknown is not None and not spec.has_optional_buffer(v):
             self.emit("DEF_MAP", unknown.id, path=unknown.path)
 
-    def section(self, op: str, fields: tuple[Field, ...], children: dict[str, Node], unknown: Node, path: str) -> None:
+    def section(
+        self, op: str, fields: tuple[Field, ...], children: dict[str, Node], unknown: Node, path: str
+    ) -> None:
         ordered = sorted(fields, key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
         start = len(self.tag_table)
         self.tag_table += [f.tag for f in ordered]  # type: ignore[misc]
@@ -304,7 +319,9 @@ class _Emitter:
                 args = (child.id, len_kind, wire_nullable, ekind.get(f.element, E_INT), _WIDTH[f.element])
                 self.emit("LIST_FIXED", node.id, *args, path=node.path)
                 return
-            pc = self.emit("LIST", node.id, len_kind, wire_nullable, self.min_size(f, element=True), 0, path=node.path)
+            pc = self.emit(
+                "LIST", node.id, len_kind, wire_nullable, self.min_size(f, element=True), 0, path=node.path
+            )
             if f.struct is not None:
                 self.emit("STRUCT", child.id, path=child.path)
                 self.struct_body(f.struct, child)
@@ -335,7 +352,9 @@ class _Emitter:
         e = f.element
         if e in ("string", "bytes", "records"):
             len_kind = L_UVARINT if self.flexible(f) else (L_INT16 if e == "string" else L_INT32)
-            self.emit("VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path)
+            self.emit(
+                "VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path
+            )
         elif e == "bool":
             self.emit("BOOL", node.id, path=node.path)
         elif e == "float64":
@@ -384,7 +403,9 @@ def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
     if all_versions:
         em.consts.append(version)
         em.emit("DEF_FIXED", root.children[0].id, 0, 2, path="$._version")
-    body_root = Node(root.id, STRUCT, root.type, False, "$", children=[c for c in root.children if c.path != "$._version"])
+    body_root = Node(
+        root.id, STRUCT, root.type, False, "$", children=[c for c in root.children if c.path != "$._version"]
+    )
     em.struct_body(spec.root, body_root)
     em.emit("END", path="$")
     root_default_pc = len(em.code)

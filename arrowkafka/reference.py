@@ -178,7 +178,9 @@ def _read_value(r: _Reader, f: Field, path: str, tagged: bool) -> Any:
                 raise r.fail(Corrupt, "null array in a non-nullable field", path, start)
             return None
         if n > len(r.data) - r.pos:  # every element takes at least a byte
-            raise r.fail(Truncated, f"reading array: {n} elements, {len(r.data) - r.pos} bytes left", path, start)
+            raise r.fail(
+                Truncated, f"reading array: {n} elements, {len(r.data) - r.pos} bytes left", path, start
+            )
         if f.struct is not None:
             return [_read_struct(r, f.struct, f"{path}[{i}]") for i in range(n)]
         return [_read_primitive(r, f, f.element, f"{path}[{i}]", flexible) for i in range(n)]
@@ -265,7 +267,9 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
             except DecodeError as e:
                 raise r.fail(type(e), e.reason, e.path, r.pos - size + e.offset) from None
             if sub.pos != size:
-                raise r.fail(Corrupt, f"tagged field {tag} has {size - sub.pos} bytes left over", fpath, start)
+                raise r.fail(
+                    Corrupt, f"tagged field {tag} has {size - sub.pos} bytes left over", fpath, start
+                )
             seen.add(f.name)
         for f in tagged_fields.values():
             if f.name not in seen:
@@ -467,4 +471,3 @@ def encode(spec: MessageSpec, version: int, value: dict[str, Any], row: int = 0)
     """Encode one message (a dict shaped like ``decode`` returns) into its body bytes."""
     spec.check_version(version)
     return _write_struct(_Writer(spec, version, row), spec.root, value, "$")
-

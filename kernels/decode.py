@@ -56,7 +56,7 @@ F_LIST, F_CALL, F_SECTION = 1, 2, 3
 
 
 @njit(inline="always")
-def _be(data, pos, nbytes):  # type: ignore[no-untyped-def]
+def _be(data, pos, nbytes):
     """Big-endian unsigned integer of 1-8 bytes at pos (caller checked the bounds)."""
     v = np.uint64(0)
     for k in range(nbytes):
@@ -65,7 +65,7 @@ def _be(data, pos, nbytes):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _signed(v, bits):  # type: ignore[no-untyped-def]
+def _signed(v, bits):
     """Reinterpret the low ``bits`` bits of uint64 ``v`` as two's complement."""
     if bits == 64:
         return np.int64(v)
@@ -77,7 +77,7 @@ def _signed(v, bits):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _uvarint(data, pos, end, bits):  # type: ignore[no-untyped-def]
+def _uvarint(data, pos, end, bits):
     """Unsigned LEB128 of at most ceil(bits/7) bytes -> (value, new pos, error)."""
     v = np.uint64(0)
     shift = np.uint64(0)
@@ -99,7 +99,7 @@ def _uvarint(data, pos, end, bits):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _utf8_ok(data, pos, n):  # type: ignore[no-untyped-def]
+def _utf8_ok(data, pos, n):
     """Is data[pos:pos+n] well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF)?"""
     i = pos
     stop = pos + n
@@ -135,7 +135,7 @@ def _utf8_ok(data, pos, n):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _read_len(data, pos, end, kind):  # type: ignore[no-untyped-def]
+def _read_len(data, pos, end, kind):
     """A length or count (kind 0 int16, 1 int32, 2 compact uvarint N+1) -> (n, pos, err);
     n == -1 is null."""
     if kind == 0:
@@ -151,7 +151,7 @@ def _read_len(data, pos, end, kind):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _put(a8, a16, a32, a64, byte_at, width, v):  # type: ignore[no-untyped-def]
+def _put(a8, a16, a32, a64, byte_at, width, v):
     """Store the low ``width`` bytes of int64 ``v`` (little-endian) at byte offset byte_at."""
     if width == 1:
         a8[byte_at] = np.uint8(v & 0xFF)
@@ -164,7 +164,7 @@ def _put(a8, a16, a32, a64, byte_at, width, v):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def run(  # type: ignore[no-untyped-def]
+def run(
     code,
     consts,
     const_bytes,

@@ -23,6 +23,8 @@ SPEC_FOLDERS = {
     "vendored": ROOT / "specs",
     "old-3.0.0": SHARED / "kafka-specs-old" / "3.0.0",
     "newer": SHARED / "kafka-specs-newer",
+    # our own specs for the features no upstream spec uses yet (KIP-625, the KIP-482 draft)
+    "features": ROOT / "tests" / "data" / "specs",
 }
 
 

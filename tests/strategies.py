@@ -18,7 +18,9 @@ _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 def _int(bits: int) -> st.SearchStrategy[int]:
     lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     # Mostly small values (varints of every width), sometimes the extremes.
-    return st.one_of(st.integers(max(lo, -300), min(hi, 300)), st.integers(lo, hi), st.sampled_from([lo, hi, 0, -1]))
+    return st.one_of(
+        st.integers(max(lo, -300), min(hi, 300)), st.integers(lo, hi), st.sampled_from([lo, hi, 0, -1])
+    )
 
 
 def _primitive(spec: MessageSpec, f: Field, version: int) -> st.SearchStrategy[Any]:
@@ -70,7 +72,9 @@ def _unknown_tags(known: set[int], draft: bool) -> st.SearchStrategy[list[tuple[
     return st.lists(entry, max_size=2, unique_by=lambda e: e[0]).map(sorted)
 
 
-def struct_value(spec: MessageSpec, s: Struct, version: int, depth: int = 0) -> st.SearchStrategy[dict[str, Any]]:
+def struct_value(
+    spec: MessageSpec, s: Struct, version: int, depth: int = 0
+) -> st.SearchStrategy[dict[str, Any]]:
     parts: dict[str, st.SearchStrategy[Any]] = {}
     if spec.has_optional_buffer(version):
         for f in s.optional_fields:
@@ -80,7 +84,9 @@ def struct_value(spec: MessageSpec, s: Struct, version: int, depth: int = 0) -> 
     if spec.is_flexible(version) or spec.has_optional_buffer(version):
         known = {f.tag for f in s.fields_in(version) if f.tagged_in(version)}
         known |= {f.tag for f in s.optional_fields}
-        parts[UNKNOWN_TAGS] = _unknown_tags({t for t in known if t is not None}, spec.has_optional_buffer(version))
+        parts[UNKNOWN_TAGS] = _unknown_tags(
+            {t for t in known if t is not None}, spec.has_optional_buffer(version)
+        )
     return st.fixed_dictionaries(parts)
 
 

@@ -33,7 +33,7 @@ def test_roundtrip(folder: str, name: str, version: int) -> None:
     specs = specs_of(folder)
     spec = specs[name]
 
-    @settings(max_examples=4, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=30 if folder == "features" else 4, suppress_health_check=list(HealthCheck))
     @given(st.lists(message_value(spec, version), min_size=1, max_size=3))
     def check(values: list[dict[str, Any]]) -> None:
         bodies = [ref.encode(spec, version, v) for v in values]
@@ -55,7 +55,9 @@ def test_roundtrip(folder: str, name: str, version: int) -> None:
     check()
 
 
-def project(spec: MessageSpec, s: Struct, version: int, wide: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+def project(
+    spec: MessageSpec, s: Struct, version: int, wide: dict[str, Any], row: dict[str, Any]
+) -> dict[str, Any]:
     """``wide`` (an all-versions row) cut down to ``row``'s fields; what is cut must hold the
     field's default."""
     out: dict[str, Any] = {}
