@@ -202,6 +202,14 @@ def _read_value(r: _Reader, f: Field, path: str, tagged: bool) -> Any:
     return _read_primitive(r, f, f.element, path, flexible)
 
 
+def _size_lie(r: _Reader, e: DecodeError, base: int) -> DecodeError:
+    """An error inside a tagged field's bytes, placed in the whole body. Running out of those
+    bytes is not truncation (the size said how many there are): it is corrupt."""
+    if isinstance(e, Truncated):
+        return r.fail(Corrupt, "a tagged field's value does not fill its size", e.path, base + e.offset)
+    return r.fail(type(e), e.reason, e.path, base + e.offset)
+
+
 def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
     v, spec = r.version, r.spec
     out: dict[str, Any] = {}
@@ -231,7 +239,7 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
             try:
                 optional_values[f.name] = _read_value(sub, f, fpath, tagged=False)
             except DecodeError as e:
-                raise r.fail(type(e), e.reason, e.path, r.pos - n + e.offset) from None
+                raise _size_lie(r, e, r.pos - n) from None
             if sub.pos != n:
                 raise r.fail(Corrupt, f"optional field {tag} has {n - sub.pos} bytes left over", fpath, start)
         for f in s.optional_fields:
@@ -265,7 +273,7 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
             try:
                 out[column_name(f.name)] = _read_value(sub, f, fpath, tagged=True)
             except DecodeError as e:
-                raise r.fail(type(e), e.reason, e.path, r.pos - size + e.offset) from None
+                raise _size_lie(r, e, r.pos - size) from None
             if sub.pos != size:
                 raise r.fail(
                     Corrupt, f"tagged field {tag} has {size - sub.pos} bytes left over", fpath, start

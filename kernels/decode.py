@@ -656,8 +656,13 @@ def run(
             i += 1
             continue
         # A tagged field's bytes are bounded by its size: running past them is a size lie.
-        if err == E_TRUNCATED and end != msg_end:
-            err = E_TAG_SIZE
+        if err == E_TRUNCATED:
+            for k in range(sp):
+                if stack[k, 0] == F_CALL and stack[k, 2] >= 0:
+                    err = E_TAG_SIZE
+        if err == E_TRUNCATED and d1 == 0:  # a varint cut short: it needed one more byte
+            d1 = 1
+            d2 = 0
         if null_mode and not fill:
             reject_code[i] = err
             reject_offset[i] = err_pos - msg_start
