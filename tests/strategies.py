@@ -49,16 +49,18 @@ def _nullable(f: Field, version: int, inner: st.SearchStrategy[Any]) -> st.Searc
     return st.one_of(st.none(), inner) if f.nullable_in(version) else inner
 
 
-def field_value(spec: MessageSpec, f: Field, version: int, depth: int) -> st.SearchStrategy[Any]:
+def field_value(
+    spec: MessageSpec, f: Field, version: int, depth: int, unknown: bool = True
+) -> st.SearchStrategy[Any]:
     if f.kind == "array":
         if f.struct is not None:
-            elem = struct_value(spec, f.struct, version, depth + 1)
+            elem = struct_value(spec, f.struct, version, depth + 1, unknown)
         else:
             elem = _primitive(spec, f, version)
         return _nullable(f, version, st.lists(elem, max_size=3 if depth < 2 else 1))
     if f.kind == "struct":
         assert f.struct is not None
-        return _nullable(f, version, struct_value(spec, f.struct, version, depth + 1))
+        return _nullable(f, version, struct_value(spec, f.struct, version, depth + 1, unknown))
     inner = _primitive(spec, f, version)
     if f.element in ("string", "bytes", "records"):
         return _nullable(f, version, inner)
@@ -73,22 +75,25 @@ def _unknown_tags(known: set[int], draft: bool) -> st.SearchStrategy[list[tuple[
 
 
 def struct_value(
-    spec: MessageSpec, s: Struct, version: int, depth: int = 0
+    spec: MessageSpec, s: Struct, version: int, depth: int = 0, unknown: bool = True
 ) -> st.SearchStrategy[dict[str, Any]]:
     parts: dict[str, st.SearchStrategy[Any]] = {}
     if spec.has_optional_buffer(version):
         for f in s.optional_fields:
-            parts[column_name(f.name)] = field_value(spec, f, version, depth)
+            parts[column_name(f.name)] = field_value(spec, f, version, depth, unknown)
     for f in s.fields_in(version):
-        parts[column_name(f.name)] = field_value(spec, f, version, depth)
+        parts[column_name(f.name)] = field_value(spec, f, version, depth, unknown)
     if spec.is_flexible(version) or spec.has_optional_buffer(version):
         known = {f.tag for f in s.fields_in(version) if f.tagged_in(version)}
         known |= {f.tag for f in s.optional_fields}
-        parts[UNKNOWN_TAGS] = _unknown_tags(
-            {t for t in known if t is not None}, spec.has_optional_buffer(version)
-        )
+        tags = _unknown_tags({t for t in known if t is not None}, spec.has_optional_buffer(version))
+        parts[UNKNOWN_TAGS] = tags if unknown else st.just([])
     return st.fixed_dictionaries(parts)
 
 
-def message_value(spec: MessageSpec, version: int) -> st.SearchStrategy[dict[str, Any]]:
-    return struct_value(spec, spec.root, version)
+def message_value(
+    spec: MessageSpec, version: int, unknown_tags: bool = True
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Values of one message version; ``unknown_tags=False`` leaves unknown tags out (for
+    peers that cannot keep them)."""
+    return struct_value(spec, spec.root, version, 0, unknown_tags)

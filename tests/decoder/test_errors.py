@@ -3,7 +3,6 @@ bad body as a reject row; forged lengths never allocate; every accepted input fo
 
 from __future__ import annotations
 
-
 import pyarrow as pa
 import pytest
 
