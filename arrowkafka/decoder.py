@@ -122,9 +122,10 @@ class _Run:
     ) -> None:
         p = self.plan
         status = np.zeros(kernel.STATUS_SIZE, np.int64)
-        if bufs is None:
-            z64, z8, z32 = np.zeros(1, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
-            bases = (z64, z64, z64, z64)
+        if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
+            nn = len(p.nodes)
+            z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
+            bases = (z64, z64, z64, np.full(nn, -1, np.int64))
             arenas = (z8, z8.view(np.int16), z8.view(np.int32), z8.view(np.int64), z32, z8, z8)
         else:
             bases = (bufs.fixed_base, bufs.off_base, bufs.data_base, bufs.valid_base)

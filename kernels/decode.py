@@ -265,10 +265,10 @@ def run(
                     if row[4] == 0:
                         err = E_NULL
                         break
-                    if valid_base[node] >= 0 and fill:
+                    if fill and valid_base[node] >= 0:
                         valid[valid_base[node] + slot] = 0
                     n = 0
-                elif valid_base[node] >= 0 and fill:
+                elif fill and valid_base[node] >= 0:
                     valid[valid_base[node] + slot] = 1
                 eb = row[6]
                 if n * eb > end - pos:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 import arrowkafka as ak
 from arrowkafka import reference as ref
