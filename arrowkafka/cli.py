@@ -1,8 +1,9 @@
 """The ``arrowkafka`` command.
 
-``arrowkafka specs``            lists messages: api key, type, valid and flexible versions
-``arrowkafka schema NAME``      prints the Arrow schema of a message (``--version V`` for one)
-``arrowkafka sample``           the main job on the bundled real capture
+``arrowkafka specs``                   lists messages: api key, type, valid and flexible versions
+``arrowkafka schema NAME``             prints the Arrow schema of a message (``--version V`` for one)
+``arrowkafka decode CAPTURE -o DIR``   captured traffic to one Parquet table per message type
+``arrowkafka sample``                  ``decode`` on the bundled real capture
 
 Every command takes ``--specs DIR`` (repeatable) to use a spec folder of your own instead of
 the vendored specs; a later folder overrides an earlier one by message name.
@@ -18,6 +19,8 @@ from .errors import ArrowKafkaError
 from .specset import SpecSet, load_specs
 
 __all__ = ["main"]
+
+SAMPLE = "tansu_confluent.pcap"
 
 
 def _specs(args: argparse.Namespace) -> SpecSet:
@@ -45,10 +48,28 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sample(args: argparse.Namespace) -> int:
-    from .sample import run_sample
+def cmd_decode(args: argparse.Namespace) -> int:
+    from .traffic import decode_capture
 
-    return run_sample(_specs(args), out=args.output)
+    summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,))
+    print(summary.render())
+    print(f"\nwrote {len(summary.tables)} tables and _rejects.parquet to {args.output}/")
+    return 0 if summary.frames_in == summary.rows + summary.rejects else 1
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    capture = str(files("arrowkafka.data").joinpath(SAMPLE))
+    print(f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n")
+    args.captures = [capture]
+    status = cmd_decode(args)
+    print(
+        "\nquery it, e.g. with DuckDB:\n"
+        f'  duckdb -c "SELECT _version, count(*), median(_latency_ns) / 1e6 AS p50_ms '
+        f"FROM '{args.output}/FetchResponse.parquet' GROUP BY ALL\""
+    )
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,8 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", action="store_true", help="also print the kafka.* field metadata")
     p.set_defaults(run=cmd_schema)
 
+    p = sub.add_parser("decode", parents=[common], help="decode captures (pcap, pcapng) to Parquet")
+    p.add_argument("captures", nargs="+", help="capture files")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--port", type=int, action="append", help="broker port (repeatable; default 9092)")
+    p.set_defaults(run=cmd_decode)
+
     p = sub.add_parser("sample", parents=[common], help="run the main job on the bundled capture")
-    p.add_argument("-o", "--output", default=None, help="output folder")
+    p.add_argument("-o", "--output", default="arrowkafka-sample", help="output folder (default: %(default)s)")
+    p.add_argument("--port", type=int, action="append", help=argparse.SUPPRESS)
     p.set_defaults(run=cmd_sample)
     return parser
 

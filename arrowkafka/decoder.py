@@ -59,9 +59,11 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     _, off_buf, data_buf = bodies.buffers()
     otype = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
     offsets = np.frombuffer(off_buf, otype, count=n + 1, offset=bodies.offset * np.dtype(otype).itemsize)
-    data = (
-        np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
-    )
+    if data_buf is not None and data_buf.size:
+        data = np.frombuffer(data_buf, np.uint8)
+    else:
+        data = np.zeros(1, np.uint8)
+        data.flags.writeable = False  # one kernel signature: input is always read-only
     starts = offsets[:-1].astype(np.int64)
     ends = offsets[1:].astype(np.int64)
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):
@@ -230,7 +232,7 @@ def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
         if body is None:
             error, reason, path, offset = "Corrupt", "a null body", "$", 0
         else:
-            one = _Run(plan, np.frombuffer(body or b"\0", np.uint8), np.zeros(1, np.int64),
+            one = _Run(plan, np.frombuffer(body + b"\0", np.uint8), np.zeros(1, np.int64),
                        np.array([len(body)], np.int64), False)  # fmt: skip
             try:
                 one.call(

@@ -31,7 +31,10 @@ print(pathlib.Path(ak.__file__).parent)
 def project_copy(dest: Path) -> Path:
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, capture_output=True, text=True,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     for rel in files:
         src = ROOT / rel
@@ -50,7 +53,9 @@ def test_pip_install(tmp_path: Path, editable: bool) -> None:
     # Reuse this environment's dependencies (pyarrow, numba, ...) rather than download them.
     purelib = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     deps = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
     Path(purelib, "_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
@@ -67,6 +72,8 @@ def test_pip_install(tmp_path: Path, editable: bool) -> None:
         assert (Path(purelib) / "arrowkafka" / "specs" / "LICENSE").is_file()
     cli = subprocess.run(
         [str(venv / "bin" / "arrowkafka"), "specs", "--type", "header"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert "RequestHeader" in cli.stdout

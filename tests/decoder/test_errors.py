@@ -30,6 +30,7 @@ def test_truncated_names_message_offset_and_path() -> None:
     assert (e.message_index, e.offset, e.size, e.path) == (1, 46, 57, "$.brokers[1].host")
 
 
+@pytest.mark.jit
 def test_paths_and_classes_agree_with_the_reference() -> None:
     """Cut the Metadata vector at many points: the kernel's path is the reference's path (the
     reference names the element of a primitive array too, the kernel the array)."""
@@ -127,6 +128,7 @@ def test_null_body() -> None:
     assert batch.num_rows == 2 and rejects.column("reason").to_pylist() == ["a null body"]
 
 
+@pytest.mark.jit
 def test_forged_count_does_not_allocate() -> None:
     import tracemalloc
 

@@ -52,6 +52,7 @@ def test_vector_decodes(sidecar: Path) -> None:
     assert ref.encode(ak.load_specs()[name], meta["api_version"], row) == body
 
 
+@pytest.mark.jit
 def test_metadata_vector_content() -> None:
     # "3 brokers with rack, cluster_id, 1 topic with topic_id, 1000 partitions x 3 replicas
     # (isr = replicas, offline empty), no tagged fields set"
@@ -79,6 +80,7 @@ def test_fetch_vector_records_are_the_record_batch() -> None:
     assert all(p["records"] == record_batch for t in topics for p in t["partitions"])
 
 
+@pytest.mark.jit
 @pytest.mark.parametrize("sidecar", VECTORS, ids=lambda p: p.stem)
 def test_every_truncation_is_truncated(sidecar: Path) -> None:
     """All len(body) prefixes in one kernel call (null mode records each one's error)."""
