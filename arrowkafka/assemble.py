@@ -84,18 +84,25 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
         if node.nullable:
             valid_base[i] = valid
             valid += _aligned(c)
-    offs = np.empty(max(offsets, 1), np.int32)
+    offs = _arena(max(offsets, 1) * 4).view(np.int32)
     offs[off_base[[nd.id for nd in plan.nodes if nd.kind in (LIST, VARBIN, MAP)]]] = 0
     return Buffers(
         fixed_base,
         off_base,
         data_base,
         valid_base,
-        np.empty(max(fixed, 8), np.uint8),
+        _arena(max(fixed, 8)),
         offs,
-        np.empty(max(data, 1), np.uint8),
-        np.empty(max(valid, 1), np.uint8),
+        _arena(max(data, 1)),
+        _arena(max(valid, 1)),
     )
+
+
+def _arena(nbytes: int) -> np.ndarray:
+    """A writable byte array in Arrow's memory pool: the pool keeps freed pages for the next
+    batch (numpy's fresh pages each cost a page fault on first write), and the arrays we hand
+    out are Arrow memory like any other."""
+    return np.frombuffer(pa.allocate_buffer(nbytes), np.uint8)
 
 
 def _bitmap(bytes_: np.ndarray) -> tuple[pa.Buffer | None, int]:

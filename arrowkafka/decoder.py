@@ -71,8 +71,8 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, starts, ends
 
 
-def _path(plan: Plan, pc: int, indices: list[int]) -> str:
-    parts = plan.paths[pc].split("[]")
+def _path(plan: Plan, pc: int, run_row: int, indices: list[int]) -> str:
+    parts = (plan.run_paths[run_row] if run_row >= 0 else plan.paths[pc]).split("[]")
     out = parts[0]
     for k, rest in enumerate(parts[1:]):
         out += f"[{indices[k]}]" if k < len(indices) else "[]"
@@ -80,26 +80,36 @@ def _path(plan: Plan, pc: int, indices: list[int]) -> str:
     return out
 
 
-def _what(plan: Plan, pc: int) -> str:
-    op, node = int(plan.code[pc][0]), int(plan.code[pc][1])
-    if OPS[op] in ("TAGS", "TAGGED", "SECTION_END", "RET"):
+def _what(plan: Plan, pc: int, run_row: int) -> str:
+    op, node = OPS[int(plan.code[pc][0])], int(plan.code[pc][1])
+    if op == "FIXED_RUN":
+        node = int(plan.runs[run_row][0])
+    elif op in ("TAGS", "TAGGED", "SECTION_END", "RET"):
         return "tagged fields"
-    if OPS[op] == "OPTBUF":
+    elif op == "OPTBUF":
         return "optional fields"
-    if OPS[op] == "END":
+    elif op == "END":
         return "message"
     f = plan.nodes[node].field if node >= 0 else None
-    return f.type if f is not None else OPS[op].lower()
+    return f.type if f is not None else op.lower()
 
 
 def _error(
-    plan: Plan, code: int, msg: int, offset: int, pc: int, d1: int, d2: int, idx: list[int], size: int
+    plan: Plan,
+    code: int,
+    msg: int,
+    offset: int,
+    pc: int,
+    d1: int,
+    d2: int,
+    idx: list[int],
+    size: int,
+    run_row: int,
 ) -> DecodeError:
     cls, template = _REASONS[code]
-    what = _what(plan, pc)
     return cls(
-        template.format(what=what, d1=d1, d2=d2),
-        path=_path(plan, pc, idx),
+        template.format(what=_what(plan, pc, run_row), d1=d1, d2=d2),
+        path=_path(plan, pc, run_row, idx),
         message_index=msg,
         offset=offset,
         size=size,
@@ -133,7 +143,7 @@ class _Run:
             bases = (bufs.fixed_base, bufs.off_base, bufs.data_base, bufs.valid_base)
             arenas = (*bufs.views(), bufs.offs, bufs.bytes_out, bufs.valid)
         err = kernel.run(
-            p.code, p.consts, p.const_bytes, p.tag_table, p.root_default_pc, p.max_depth,
+            p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
             counts, dcounts, *bases, *arenas,
             status, self.reject_code, self.reject_offset, self.reject_pc,
@@ -142,7 +152,8 @@ class _Run:
             i = int(status[1])
             idx = [int(x) for x in status[7 : 7 + int(status[6])]]
             size = int(self.ends[i] - self.starts[i])
-            raise _error(p, err, i, int(status[2]), int(status[3]), int(status[4]), int(status[5]), idx, size)
+            pc, d1, d2, run_row = int(status[3]), int(status[4]), int(status[5]), int(status[15])
+            raise _error(p, err, i, int(status[2]), pc, d1, d2, idx, size, run_row)
 
 
 def decode_batch(

@@ -37,16 +37,15 @@ OPS = [
     # node, enc (0 fixed signed, 1 fixed unsigned, 2 zigzag varint, 3 unsigned varint),
     # wire bytes (fixed) or bits (varint), output width
     "INT",
-    "BOOL",  # node
-    "F64",  # node
-    "UUID",  # node
     "VARBIN",  # node, len kind (0 int16, 1 int32, 2 uvarint), wire nullable, utf8
     "LIST",  # node, len kind, wire nullable, min element size, pc after LIST_NEXT
     "LIST_NEXT",  # loop back or pop
     "LIST_FIXED",  # node, child, len kind, wire nullable, element kind, element bytes
     "STRUCT",  # node: one slot (validity 1 if the node has validity)
     "NSTRUCT",  # node, marker (0 int8 -1/1, 1 uvarint 0/1), pc after body, default pc
-    "TAGS",  # map node, key node, value node, known-tags table start, count: scan a tag section
+    # map node, key node, value node, known-tags table start, count, no-frame flag (1 when
+    # no tag is known: unknown tags are kept and no TAGGED/SECTION_END follows)
+    "TAGS",
     "OPTBUF",  # same, for the draft's optional-field buffer
     "TAGGED",  # -, tag, value pc, default pc
     "SECTION_END",  # continue after the tag section / optional buffer
@@ -57,13 +56,16 @@ OPS = [
     "DEF_STRUCT",  # node, is null
     "DEF_MAP",  # map node: an empty map
     "DEF_UUID",  # node, const byte start (16 bytes)
+    # -, first row of the run table, rows, total wire bytes: consecutive fixed-width fields
+    # (one bounds check, one dispatch); each run row is (node, kind, wire bytes, out width)
+    "FIXED_RUN",
 ]
 OP = {name: i for i, name in enumerate(OPS)}
 
 # node kinds
 STRUCT, LIST, FIXED, VARBIN, MAP = range(5)
 KIND_NAMES = ["struct", "list", "fixed", "varbin", "map"]
-# LIST_FIXED element kinds
+# LIST_FIXED element kinds, also the kinds of FIXED_RUN rows
 E_INT, E_UINT, E_F64, E_BOOL, E_UUID = range(5)
 # length kinds
 L_INT16, L_INT32, L_UVARINT = range(3)
@@ -108,7 +110,9 @@ class Plan:
     consts: np.ndarray  # int64: fixed-width defaults (float64 as its bits)
     const_bytes: np.ndarray  # uint8: string/bytes/uuid defaults
     tag_table: np.ndarray  # int32: known tags of each tag section, ascending
+    runs: np.ndarray  # int32 [n, 4]: FIXED_RUN rows (node, kind, wire bytes, out width)
     paths: list[str]  # per instruction: the field path it reads
+    run_paths: list[str]  # per FIXED_RUN row
     root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
     max_depth: int  # stack frames the kernel needs
 
@@ -124,6 +128,10 @@ class Plan:
         for pc, row in enumerate(self.code):
             args = " ".join(str(int(x)) for x in row[1:])
             lines.append(f"{pc:5d} {OPS[row[0]]:<12} {args:<28} {self.paths[pc]}")
+            if OPS[row[0]] == "FIXED_RUN":
+                for r in range(row[2], row[2] + row[3]):
+                    fields = " ".join(str(int(x)) for x in self.runs[r])
+                    lines.append(f"{'':18}{fields:<28} {self.run_paths[r]}")
         return "\n".join(lines)
 
 
@@ -188,6 +196,25 @@ class _Emitter:
         self.const_bytes = bytearray()
         self.tag_table: list[int] = []
         self.pending: list[tuple[int, int, Callable[[], None]]] = []  # (pc, arg, segment)
+        self.runs: list[list[int]] = []
+        self.run_paths: list[str] = []
+        self.target = -1  # a jump lands here: the next instruction may not join a run
+
+    def here(self) -> int:
+        """The pc of the next instruction, as a jump target."""
+        self.target = len(self.code)
+        return self.target
+
+    def fixed(self, node: int, kind: int, wire_bytes: int, width: int, path: str) -> None:
+        """A fixed-width field: joins the run the previous instruction opened, if it can."""
+        last = self.code[-1] if self.code else None
+        if last is not None and last[0] == OP["FIXED_RUN"] and self.target != len(self.code):
+            last[3] += 1
+            last[4] += wire_bytes
+        else:
+            self.emit("FIXED_RUN", -1, len(self.runs), 1, wire_bytes, path=path)
+        self.runs.append([node, kind, wire_bytes, width])
+        self.run_paths.append(path)
 
     def emit(self, op: str, node: int = -1, *args: int, path: str = "") -> int:
         row = [OP[op], node, *args]
@@ -203,7 +230,7 @@ class _Emitter:
     def flush_pending(self) -> None:
         while self.pending:
             pc, arg, segment = self.pending.pop(0)
-            self.code[pc][arg] = len(self.code)
+            self.code[pc][arg] = self.here()
             segment()
             self.emit("RET")
 
@@ -291,7 +318,10 @@ class _Emitter:
         start = len(self.tag_table)
         self.tag_table += [f.tag for f in ordered]  # type: ignore[misc]
         key, val = unknown.children
-        self.emit(op, unknown.id, key.id, val.id, start, len(ordered), path=path)
+        if not ordered:  # nothing to look up later: scan it, keep unknown tags, move on
+            self.emit(op, unknown.id, key.id, val.id, start, 0, 1, path=path)
+            return
+        self.emit(op, unknown.id, key.id, val.id, start, len(ordered), 0, path=path)
         for f in ordered:
             child = children[column_name(f.name)]
             pc = self.emit("TAGGED", -1, f.tag or 0, 0, 0, path=child.path)
@@ -328,7 +358,7 @@ class _Emitter:
             else:
                 self.primitive(f, child)
             self.emit("LIST_NEXT", node.id, path=node.path)
-            self.code[pc][5] = len(self.code)
+            self.code[pc][5] = self.here()
             return
         if f.kind == "struct":
             assert f.struct is not None
@@ -341,7 +371,7 @@ class _Emitter:
 
                 self.later(pc, 4, children_defaults)
                 self.struct_body(f.struct, node)
-                self.code[pc][3] = len(self.code)
+                self.code[pc][3] = self.here()
             else:
                 self.emit("STRUCT", node.id, path=node.path)
                 self.struct_body(f.struct, node)
@@ -356,18 +386,21 @@ class _Emitter:
                 "VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path
             )
         elif e == "bool":
-            self.emit("BOOL", node.id, path=node.path)
+            self.fixed(node.id, E_BOOL, 1, 1, node.path)
         elif e == "float64":
-            self.emit("F64", node.id, path=node.path)
+            self.fixed(node.id, E_F64, 8, 8, node.path)
         elif e == "uuid":
-            self.emit("UUID", node.id, path=node.path)
+            self.fixed(node.id, E_UUID, 16, 16, node.path)
         elif e in ("uint16", "uint32"):
-            self.emit("INT", node.id, 1, _WIDTH[e], node.width, path=node.path)
+            self.fixed(node.id, E_UINT, _WIDTH[e], node.width, node.path)
         else:
             enc = f.encoding_in(self.v) if e != "int8" else "fixed8"
             bits = int(enc[-2:]) if e != "int8" else 8
-            kind = {"fixed": 0, "packed": 2, "upacked": 3}[enc[: -2 if e != "int8" else -1]]
-            self.emit("INT", node.id, kind, bits // 8 if kind == 0 else bits, node.width, path=node.path)
+            if enc.startswith("fixed"):
+                self.fixed(node.id, E_INT, bits // 8, node.width, node.path)
+            else:
+                kind = 2 if enc.startswith("packed") else 3
+                self.emit("INT", node.id, kind, bits, node.width, path=node.path)
 
     def min_size(self, f: Field, element: bool) -> int:
         """Fewest wire bytes one value (or array element) can take: bounds forged counts."""
@@ -408,7 +441,7 @@ def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
     )
     em.struct_body(spec.root, body_root)
     em.emit("END", path="$")
-    root_default_pc = len(em.code)
+    root_default_pc = em.here()
     for child in root.children:
         em.defaults(child, em.default_of(child) if child.path != "$._version" else version)
     em.emit("END", path="$")
@@ -425,7 +458,9 @@ def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
         consts=np.asarray(em.consts or [0], dtype=np.int64),
         const_bytes=np.frombuffer(bytes(em.const_bytes) or b"\0", dtype=np.uint8).copy(),
         tag_table=np.asarray(em.tag_table or [0], dtype=np.int32),
+        runs=np.asarray(em.runs or [[0, 0, 0, 0]], dtype=np.int32).reshape(-1, 4),
         paths=em.paths,
+        run_paths=em.run_paths,
         root_default_pc=root_default_pc,
         # Each level of nesting can hold a list frame, a tag-section frame and a call frame.
         max_depth=3 * _depth(root) + 8,

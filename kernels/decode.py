@@ -9,7 +9,7 @@
   same walk now writes values, offsets and validity bytes at the node cursors.
 
 State layout
-    configuration   code/consts/const_bytes/tag_table (the plan), data/starts/ends (input)
+    configuration   code/consts/const_bytes/tag_table/runs (the plan), data/starts/ends (input)
     cursors         counts[node], dcounts[node]: slots and data bytes written so far
     buffer bases    fixed_base (bytes into a8, the views a16/a32/a64 share its memory),
                     off_base (int32 offsets), data_base (bytes), valid_base (-1: no validity)
@@ -18,7 +18,8 @@ State layout
                     -1 for the draft buffer, end)
 
 Kernels never raise and never read outside ``data[starts[i]:ends[i]]``: the first failure is
-written to ``status`` (code, message, byte offset, pc, two details, list depth, list indices)
+written to ``status`` (code, message, byte offset, pc, two details, list depth, list indices,
+and in slot 15 the FIXED_RUN row that failed)
 and, with ``null_mode``, each bad message is recorded, its counters rolled back and a row of
 defaults written instead.
 """
@@ -28,10 +29,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# ops (must match arrowkafka.plan.OPS)
-END, INT, BOOL, F64, UUID, VARBIN, LIST, LIST_NEXT, LIST_FIXED, STRUCT, NSTRUCT = range(11)
-TAGS, OPTBUF, TAGGED, SECTION_END, RET = range(11, 16)
-DEF_FIXED, DEF_VARBIN, DEF_LIST, DEF_STRUCT, DEF_MAP, DEF_UUID = range(16, 22)
+# ops, in the order of arrowkafka.plan.OPS (a test checks)
+OPS = (
+    "END INT VARBIN LIST LIST_NEXT LIST_FIXED STRUCT NSTRUCT TAGS OPTBUF TAGGED SECTION_END RET "
+    "DEF_FIXED DEF_VARBIN DEF_LIST DEF_STRUCT DEF_MAP DEF_UUID FIXED_RUN"
+).split()
+END, INT, VARBIN, LIST, LIST_NEXT, LIST_FIXED, STRUCT, NSTRUCT, TAGS, OPTBUF, TAGGED = range(11)
+SECTION_END, RET, DEF_FIXED, DEF_VARBIN, DEF_LIST, DEF_STRUCT, DEF_MAP, DEF_UUID, FIXED_RUN = range(11, 20)
 
 # error codes
 OK = 0
@@ -57,9 +61,20 @@ F_LIST, F_CALL, F_SECTION = 1, 2, 3
 
 @njit(inline="always")
 def _be(data, pos, nbytes):
-    """Big-endian unsigned integer of 1-8 bytes at pos (caller checked the bounds)."""
+    """Big-endian unsigned integer of 1, 2, 4 or 8 bytes at pos (caller checked the bounds)."""
+    if nbytes == 4:
+        return (
+            (np.uint64(data[pos]) << np.uint64(24))
+            | (np.uint64(data[pos + 1]) << np.uint64(16))
+            | (np.uint64(data[pos + 2]) << np.uint64(8))
+            | np.uint64(data[pos + 3])
+        )
+    if nbytes == 2:
+        return (np.uint64(data[pos]) << np.uint64(8)) | np.uint64(data[pos + 1])
+    if nbytes == 1:
+        return np.uint64(data[pos])
     v = np.uint64(0)
-    for k in range(nbytes):
+    for k in range(8):
         v = (v << np.uint64(8)) | np.uint64(data[pos + k])
     return v
 
@@ -169,6 +184,7 @@ def run(
     consts,
     const_bytes,
     tag_table,
+    runs,
     root_default_pc,
     max_depth,
     data,
@@ -218,42 +234,77 @@ def run(
                 snap_dcounts[k] = dcounts[k]
         err = OK
         err_pos = pos
+        run_row = -1
         d1 = np.int64(0)
         d2 = np.int64(0)
         while True:
-            row = code[pc]
-            op = row[0]
-            node = row[1]
+            op = code[pc, 0]
+            node = code[pc, 1]
             err_pos = pos
-            if op == INT:
-                enc = row[2]
-                wb = row[3]
-                v = np.int64(0)
-                if enc <= 1:
-                    if end - pos < wb:
-                        err = E_TRUNCATED
-                        d1 = wb
-                        d2 = end - pos
-                        break
-                    raw = _be(data, pos, wb)
-                    pos += wb
-                    v = _signed(raw, wb * 8) if enc == 0 else np.int64(raw)
-                else:
-                    raw, pos, err = _uvarint(data, pos, end, wb)
-                    if err != OK:
-                        break
-                    if enc == 2:
-                        v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
-                    else:
-                        v = _signed(raw, wb)
+            if op == FIXED_RUN:
+                r0 = code[pc, 2]
+                rn = code[pc, 3]
+                if end - pos < code[pc, 4]:  # find the field that does not fit
+                    for r in range(r0, r0 + rn):
+                        if end - pos < runs[r, 2]:
+                            err = E_TRUNCATED
+                            err_pos = pos
+                            run_row = r
+                            d1 = runs[r, 2]
+                            d2 = end - pos
+                            break
+                        pos += runs[r, 2]
+                    break
                 if fill:
-                    w = row[4]
+                    p = pos
+                    for r in range(r0, r0 + rn):
+                        nd = runs[r, 0]
+                        kind = runs[r, 1]
+                        wb = runs[r, 2]
+                        w = runs[r, 3]
+                        slot = counts[nd]
+                        base = fixed_base[nd]
+                        # the common shapes first, each a plain load and store
+                        if kind <= 1 and wb == 4 and w == 4:
+                            a32[(base >> 2) + slot] = np.int32(np.uint32(_be(data, p, 4)))
+                        elif kind <= 1 and wb == 2 and w == 2:
+                            a16[(base >> 1) + slot] = np.int16(np.uint16(_be(data, p, 2)))
+                        elif kind <= 1 and wb == 8:
+                            a64[(base >> 3) + slot] = np.int64(_be(data, p, 8))
+                        elif kind == 4:  # uuid
+                            dst = base + slot * 16
+                            a8[dst : dst + 16] = data[p : p + 16]
+                        elif kind == 3:  # bool: any non-zero byte is true
+                            a8[base + slot] = 1 if data[p] != 0 else 0
+                        elif kind == 2:  # float64, kept as its bits
+                            a64[(base >> 3) + slot] = np.int64(_be(data, p, 8))
+                        else:  # int8, and narrower wire than output (KIP-625 fixed32 in int64)
+                            raw = _be(data, p, wb)
+                            v = _signed(raw, wb * 8) if kind == 0 else np.int64(raw)
+                            _put(a8, a16, a32, a64, base + slot * w, w, v)
+                        counts[nd] = slot + 1
+                        p += wb
+                else:
+                    for r in range(r0, r0 + rn):
+                        counts[runs[r, 0]] += 1
+                pos += code[pc, 4]
+                pc += 1
+            elif op == INT:  # KIP-625 varints: 2 zigzag, 3 unsigned
+                raw, pos, err = _uvarint(data, pos, end, code[pc, 3])
+                if err != OK:
+                    break
+                if code[pc, 2] == 2:
+                    v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
+                else:
+                    v = _signed(raw, code[pc, 3])
+                if fill:
+                    w = code[pc, 4]
                     _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, v)
                 counts[node] += 1
                 pc += 1
             elif op == LIST_FIXED:
-                child = row[2]
-                n, pos, err = _read_len(data, pos, end, row[3])
+                child = code[pc, 2]
+                n, pos, err = _read_len(data, pos, end, code[pc, 3])
                 if err != OK:
                     break
                 slot = counts[node]
@@ -262,7 +313,7 @@ def run(
                     d1 = n
                     break
                 if n == -1:
-                    if row[4] == 0:
+                    if code[pc, 4] == 0:
                         err = E_NULL
                         break
                     if fill and valid_base[node] >= 0:
@@ -270,14 +321,14 @@ def run(
                     n = 0
                 elif fill and valid_base[node] >= 0:
                     valid[valid_base[node] + slot] = 1
-                eb = row[6]
+                eb = code[pc, 6]
                 if n * eb > end - pos:
                     err = E_FORGED_COUNT
                     d1 = n * eb
                     d2 = end - pos
                     break
                 if fill:
-                    ek = row[5]
+                    ek = code[pc, 5]
                     c0 = counts[child]
                     if ek == 4:  # uuid: 16 raw bytes each
                         dst = fixed_base[child] + c0 * 16
@@ -314,7 +365,7 @@ def run(
                 counts[node] += 1
                 pc += 1
             elif op == VARBIN:
-                n, pos, err = _read_len(data, pos, end, row[2])
+                n, pos, err = _read_len(data, pos, end, code[pc, 2])
                 if err != OK:
                     break
                 slot = counts[node]
@@ -323,7 +374,7 @@ def run(
                     d1 = n
                     break
                 if n == -1:
-                    if row[3] == 0:
+                    if code[pc, 3] == 0:
                         err = E_NULL
                         break
                     if fill and valid_base[node] >= 0:
@@ -335,15 +386,14 @@ def run(
                         d1 = n
                         d2 = end - pos
                         break
-                    if not fill and row[4] != 0 and not _utf8_ok(data, pos, n):
+                    if not fill and code[pc, 4] != 0 and not _utf8_ok(data, pos, n):
                         err = E_UTF8
                         break
                     if fill:
                         if valid_base[node] >= 0:
                             valid[valid_base[node] + slot] = 1
                         dst = data_base[node] + dcounts[node]
-                        for k in range(n):
-                            bytes_out[dst + k] = data[pos + k]
+                        bytes_out[dst : dst + n] = data[pos : pos + n]
                 dcounts[node] += n
                 if fill:
                     offs[off_base[node] + slot + 1] = np.int32(dcounts[node])
@@ -351,7 +401,7 @@ def run(
                 pos += n
                 pc += 1
             elif op == LIST:
-                n, pos, err = _read_len(data, pos, end, row[2])
+                n, pos, err = _read_len(data, pos, end, code[pc, 2])
                 if err != OK:
                     break
                 slot = counts[node]
@@ -361,7 +411,7 @@ def run(
                     d1 = n
                     break
                 if n == -1:
-                    if row[3] == 0:
+                    if code[pc, 3] == 0:
                         err = E_NULL
                         break
                     if fill and valid_base[node] >= 0:
@@ -369,7 +419,7 @@ def run(
                     n = 0
                 elif fill and valid_base[node] >= 0:
                     valid[valid_base[node] + slot] = 1
-                minsize = max(row[4], 1)
+                minsize = max(code[pc, 4], 1)
                 if n * minsize > end - pos:
                     err = E_FORGED_COUNT
                     d1 = n
@@ -383,11 +433,11 @@ def run(
                     stack[sp, 1] = pc + 1
                     stack[sp, 2] = n
                     stack[sp, 3] = n
-                    stack[sp, 4] = row[5]
+                    stack[sp, 4] = code[pc, 5]
                     sp += 1
                     pc += 1
                 else:
-                    pc = row[5]
+                    pc = code[pc, 5]
             elif op == LIST_NEXT:
                 top = sp - 1
                 stack[top, 2] -= 1
@@ -396,44 +446,9 @@ def run(
                 else:
                     pc = stack[top, 4]
                     sp -= 1
-            elif op == BOOL:
-                if end - pos < 1:
-                    err = E_TRUNCATED
-                    d1 = 1
-                    d2 = 0
-                    break
-                if fill:
-                    a8[fixed_base[node] + counts[node]] = 1 if data[pos] != 0 else 0
-                pos += 1
-                counts[node] += 1
-                pc += 1
-            elif op == F64:
-                if end - pos < 8:
-                    err = E_TRUNCATED
-                    d1 = 8
-                    d2 = end - pos
-                    break
-                if fill:
-                    a64[(fixed_base[node] >> 3) + counts[node]] = np.int64(_be(data, pos, 8))
-                pos += 8
-                counts[node] += 1
-                pc += 1
-            elif op == UUID:
-                if end - pos < 16:
-                    err = E_TRUNCATED
-                    d1 = 16
-                    d2 = end - pos
-                    break
-                if fill:
-                    dst = fixed_base[node] + counts[node] * 16
-                    for k in range(16):
-                        a8[dst + k] = data[pos + k]
-                pos += 16
-                counts[node] += 1
-                pc += 1
             elif op == NSTRUCT:
                 present = False
-                if row[2] == 0:
+                if code[pc, 2] == 0:
                     if end - pos < 1:
                         err = E_TRUNCATED
                         d1 = 1
@@ -464,16 +479,16 @@ def run(
                     pc += 1
                 else:
                     stack[sp, 0] = F_CALL
-                    stack[sp, 1] = row[3]
+                    stack[sp, 1] = code[pc, 3]
                     stack[sp, 2] = -1
                     stack[sp, 3] = end
                     sp += 1
-                    pc = row[4]
+                    pc = code[pc, 4]
             elif op == TAGS or op == OPTBUF:
-                keynode = row[2]
-                valnode = row[3]
-                tstart = row[4]
-                tn = row[5]
+                keynode = code[pc, 2]
+                valnode = code[pc, 3]
+                tstart = code[pc, 4]
+                tn = code[pc, 5]
                 count = np.int64(-1)
                 if op == TAGS:
                     cv, pos, err = _uvarint(data, pos, end, 32)
@@ -532,8 +547,7 @@ def run(
                         if fill:
                             a32[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
                             dst = data_base[valnode] + dcounts[valnode]
-                            for q in range(size):
-                                bytes_out[dst + q] = data[pos + q]
+                            bytes_out[dst : dst + size] = data[pos : pos + size]
                         counts[keynode] += 1
                         dcounts[valnode] += size
                         if fill:
@@ -545,6 +559,9 @@ def run(
                 if fill:
                     offs[off_base[node] + counts[node] + 1] = np.int32(counts[keynode])
                 counts[node] += 1
+                if code[pc, 6] != 0:  # no known tags: no frame, nothing to look up
+                    pc += 1
+                    continue
                 stack[sp, 0] = F_SECTION
                 stack[sp, 1] = sec_start
                 stack[sp, 2] = count
@@ -552,7 +569,7 @@ def run(
                 sp += 1
                 pc += 1
             elif op == TAGGED:
-                want = np.int64(row[2])
+                want = np.int64(code[pc, 2])
                 top = sp - 1
                 p = stack[top, 1]
                 count = stack[top, 2]
@@ -590,10 +607,10 @@ def run(
                     stack[sp, 2] = fstart + fsize
                     pos = fstart
                     end = fstart + fsize
-                    pc = row[3]
+                    pc = code[pc, 3]
                 else:
                     stack[sp, 2] = -1
-                    pc = row[4]
+                    pc = code[pc, 4]
                 sp += 1
             elif op == SECTION_END:
                 sp -= 1
@@ -610,19 +627,19 @@ def run(
                 pc = stack[sp, 1]
             elif op == DEF_FIXED:
                 if fill:
-                    w = row[3]
-                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, consts[row[2]])
+                    w = code[pc, 3]
+                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, consts[code[pc, 2]])
                 counts[node] += 1
                 pc += 1
             elif op == DEF_VARBIN:
                 slot = counts[node]
-                n = row[3]
+                n = code[pc, 3]
                 if fill:
                     if valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0 if row[4] != 0 else 1
+                        valid[valid_base[node] + slot] = 0 if code[pc, 4] != 0 else 1
                     dst = data_base[node] + dcounts[node]
                     for k in range(n):
-                        bytes_out[dst + k] = const_bytes[row[2] + k]
+                        bytes_out[dst + k] = const_bytes[code[pc, 2] + k]
                     offs[off_base[node] + slot + 1] = np.int32(dcounts[node] + n)
                 dcounts[node] += n
                 counts[node] += 1
@@ -631,20 +648,20 @@ def run(
                 if fill:
                     dst = fixed_base[node] + counts[node] * 16
                     for k in range(16):
-                        a8[dst + k] = const_bytes[row[2] + k]
+                        a8[dst + k] = const_bytes[code[pc, 2] + k]
                 counts[node] += 1
                 pc += 1
             elif op == DEF_LIST or op == DEF_MAP:
                 slot = counts[node]
                 if fill:
                     if valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0 if row[2] != 0 else 1
+                        valid[valid_base[node] + slot] = 0 if code[pc, 2] != 0 else 1
                     offs[off_base[node] + slot + 1] = np.int32(counts[node + 1])
                 counts[node] += 1
                 pc += 1
             elif op == DEF_STRUCT:
                 if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + counts[node]] = 0 if row[2] != 0 else 1
+                    valid[valid_base[node] + counts[node]] = 0 if code[pc, 2] != 0 else 1
                 counts[node] += 1
                 pc += 1
             else:  # END
@@ -684,5 +701,6 @@ def run(
                 status[7 + depth] = stack[k, 3] - stack[k, 2]
                 depth += 1
         status[6] = depth
+        status[15] = run_row
         return err
     return OK

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from arrowkafka.kernels import decode as kernel
 
 import arrowkafka as ak
 from arrowkafka import reference as ref
 from arrowkafka.decoder import _Run
+from arrowkafka.kernels import decode as kernel
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 
