@@ -46,10 +46,11 @@ def decode(
     errors: str = "raise",
     all_versions: bool = False,
     threads: int = 1,
+    kernel: str = "interpreter",
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """``load_specs().decode(...)``: see ``SpecSet.decode``."""
     return default_specs().decode(
-        bodies, name, version, errors=errors, all_versions=all_versions, threads=threads
+        bodies, name, version, errors=errors, all_versions=all_versions, threads=threads, kernel=kernel
     )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from .assemble import BatchTooLarge, Buffers, allocate, assemble
 from .errors import Corrupt, DecodeError, Truncated
-from .kernels import decode as kernel
+from .kernels import decode as interpreter
 from .plan import OPS, Plan, compile_plan
 
 if TYPE_CHECKING:
@@ -25,20 +25,24 @@ if TYPE_CHECKING:
 __all__ = ["decode_batch", "as_bodies"]
 
 ERRORS = ("raise", "null")
+KERNELS = ("interpreter", "specialised")
 
 # kernel error code -> (exception class, reason template)
 _REASONS: dict[int, tuple[type[DecodeError], str]] = {
-    kernel.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
-    kernel.E_FORGED_COUNT: (Truncated, "reading {what}: {d1} elements cannot fit in the {d2} bytes left"),
-    kernel.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
-    kernel.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
-    kernel.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
-    kernel.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
-    kernel.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
-    kernel.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
-    kernel.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
-    kernel.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
-    kernel.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
+    interpreter.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
+    interpreter.E_FORGED_COUNT: (
+        Truncated,
+        "reading {what}: {d1} elements cannot fit in the {d2} bytes left",
+    ),
+    interpreter.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
+    interpreter.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
+    interpreter.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
+    interpreter.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
+    interpreter.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
+    interpreter.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
+    interpreter.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
+    interpreter.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
+    interpreter.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
 }
 
 
@@ -121,8 +125,17 @@ def _error(
 class _Run:
     """The arguments every kernel call shares."""
 
-    def __init__(self, plan: Plan, data: np.ndarray, starts: np.ndarray, ends: np.ndarray, null_mode: bool):
+    def __init__(
+        self,
+        plan: Plan,
+        data: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        null_mode: bool,
+        fn: Any = None,
+    ):
         self.plan, self.data, self.starts, self.ends, self.null_mode = plan, data, starts, ends, null_mode
+        self.fn = fn or interpreter.run  # the interpreter, or a kernel specialised to the plan
         n = len(starts)
         self.bad = np.zeros(n, np.uint8)
         self.reject_code = np.zeros(n, np.int32)
@@ -133,7 +146,7 @@ class _Run:
         self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
     ) -> None:
         p = self.plan
-        status = np.zeros(kernel.STATUS_SIZE, np.int64)
+        status = np.zeros(interpreter.STATUS_SIZE, np.int64)
         if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
             nn = len(p.nodes)
             z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
@@ -142,7 +155,7 @@ class _Run:
         else:
             bases = (bufs.fixed_base, bufs.off_base, bufs.data_base, bufs.valid_base)
             arenas = (*bufs.views(), bufs.offs, bufs.bytes_out, bufs.valid)
-        err = kernel.run(
+        err = self.fn(
             p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
             counts, dcounts, *bases, *arenas,
@@ -165,15 +178,23 @@ def decode_batch(
     errors: str = "raise",
     all_versions: bool = False,
     threads: int = 1,
+    kernel: str = "interpreter",
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """See ``arrowkafka.decode``."""
     if errors not in ERRORS:
         raise ValueError(f"errors must be one of {ERRORS}, not {errors!r}")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     plan = compile_plan(specs[name], version, all_versions)
+    fn = None
+    if kernel == "specialised":
+        from .codegen import specialised_kernel
+
+        fn = specialised_kernel(plan)
     array = as_bodies(bodies)
     data, starts, ends = _input(array)
     rows = len(starts)
-    run = _Run(plan, data, starts, ends, errors == "null")
+    run = _Run(plan, data, starts, ends, errors == "null", fn)
     if array.null_count:
         nulls = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         if errors == "raise":

@@ -232,7 +232,7 @@ class _Emitter:
             pc, arg, segment = self.pending.pop(0)
             self.code[pc][arg] = self.here()
             segment()
-            self.emit("RET")
+            self.emit("RET", path=self.paths[pc])
 
     def flexible(self, f: Field) -> bool:
         if f.flexible_versions is not None:

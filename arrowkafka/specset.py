@@ -121,6 +121,7 @@ class SpecSet(Mapping[str, MessageSpec]):
         errors: str = "raise",
         all_versions: bool = False,
         threads: int = 1,
+        kernel: str = "interpreter",
     ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
         """Decode a batch of message bodies into one record batch, one row per body.
 
@@ -142,6 +143,10 @@ class SpecSet(Mapping[str, MessageSpec]):
             versions then concatenate into one table.
         threads : int
             Decode contiguous ranges of the batch on this many threads.
+        kernel : {"interpreter", "specialised"}
+            ``"interpreter"`` (default): one compiled kernel for every message, ready at
+            once. ``"specialised"``: a kernel generated for this (message, version), compiled
+            on first use (about 5-15 s, then cached on disk) and 1.2-2x faster; for long jobs.
 
         Examples
         --------
@@ -155,7 +160,14 @@ ApiVersionsRequest v0)
         from .decoder import decode_batch
 
         return decode_batch(
-            self, bodies, name, version, errors=errors, all_versions=all_versions, threads=threads
+            self,
+            bodies,
+            name,
+            version,
+            errors=errors,
+            all_versions=all_versions,
+            threads=threads,
+            kernel=kernel,
         )
 
     def request_header_version(self, api_key: int, api_version: int) -> int:

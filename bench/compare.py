@@ -23,9 +23,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import arrowkafka as ak  # noqa: E402
-from benchmarks.bench_compile import FIFTY, FIRST_DECODE, _run  # noqa: E402
-from benchmarks.data import WORKLOADS, batch, body  # noqa: E402
+from benchmarks.bench_compile import FIFTY, FIRST_DECODE, _run
+from benchmarks.data import WORKLOADS, batch, body
+
+import arrowkafka as ak
 
 # Targets from the decoder issue, to say plainly where we are behind.
 TARGET_MB_S = {"metadata_v12": 500.0}
@@ -88,7 +89,9 @@ def main() -> None:
                 decode_one = make(message, version)
                 decode_one(one)
             except Exception as e:  # a peer that cannot decode this workload
-                print(f"  {peer} cannot decode {message} v{version}: {type(e).__name__}: {e}", file=sys.stderr)
+                print(
+                    f"  {peer} cannot decode {message} v{version}: {type(e).__name__}: {e}", file=sys.stderr
+                )
                 continue
             sample = max(1, min(n, int(2e6 // max(len(one), 1))))  # peers are slow: time a sample
             t = best_of(lambda: [decode_one(one) for _ in range(sample)], 3) * n / sample
@@ -112,7 +115,9 @@ def main() -> None:
         _run(FIRST_DECODE, cache)
         cold["import_and_first_decode_warm_cache_s"] = min(_run(FIRST_DECODE, cache) for _ in range(3))
         cold["fifty_pairs_empty_cache_s"] = _run(FIFTY, tempfile.mkdtemp(prefix="ak-numba-empty-"))
-    print(f"{'workload':<20} {'implementation':<24} {'msgs/s':>12} {'MB/s':>9} {'x best peer':>11} {'of memcpy':>9}")
+    print(
+        f"{'workload':<20} {'implementation':<24} {'msgs/s':>12} {'MB/s':>9} {'x best peer':>11} {'of memcpy':>9}"
+    )
     for r in rows:
         ratio = f"{r['ratio_to_best_peer']:.1f}x" if r["ratio_to_best_peer"] else "-"
         print(f"{r['workload']:<20} {r['impl']:<24} {r['messages_per_s']:>12,.0f} {r['mb_per_s']:>9,.0f} "
@@ -125,11 +130,20 @@ def main() -> None:
             target = TARGET_MB_S.get(r["workload"])
             if target and r["mb_per_s"] < target:
                 behind.append(f"{r['workload']}: {r['mb_per_s']:.0f} MB/s on one core, target {target:.0f}")
-            if r["ratio_to_best_peer"] and r["workload"] in TARGET_MB_S and r["ratio_to_best_peer"] < TARGET_RATIO_TO_KIO:
-                behind.append(f"{r['workload']}: {r['ratio_to_best_peer']:.1f}x the best peer, target {TARGET_RATIO_TO_KIO:.0f}x")
+            if (
+                r["ratio_to_best_peer"]
+                and r["workload"] in TARGET_MB_S
+                and r["ratio_to_best_peer"] < TARGET_RATIO_TO_KIO
+            ):
+                behind.append(
+                    f"{r['workload']}: {r['ratio_to_best_peer']:.1f}x the best peer, target {TARGET_RATIO_TO_KIO:.0f}x"
+                )
     for line in behind:
         print(f"BEHIND TARGET: {line}")
-    versions = {p: md.version(p) for p in ("arrowkafka", "numba", "llvmlite", "numpy", "pyarrow", "kio", "kafka-python")}
+    versions = {
+        p: md.version(p)
+        for p in ("arrowkafka", "numba", "llvmlite", "numpy", "pyarrow", "kio", "kafka-python")
+    }
     out = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),

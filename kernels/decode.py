@@ -161,6 +161,8 @@ def _read_len(data, pos, end, kind):
         if end - pos < 4:
             return np.int64(0), pos, E_TRUNCATED
         return _signed(_be(data, pos, 4), 32), pos + 4, OK
+    if pos < end and data[pos] < 0x80:  # one-byte varint: nearly every compact length
+        return np.int64(data[pos]) - 1, pos + 1, OK
     v, pos, err = _uvarint(data, pos, end, 32)
     return np.int64(v) - 1, pos, err
 
@@ -484,6 +486,13 @@ def run(
                     stack[sp, 3] = end
                     sp += 1
                     pc = code[pc, 4]
+            elif op == TAGS and code[pc, 6] != 0 and pos < end and data[pos] == 0:
+                # The common case: an empty tag section where no tag is known.
+                if fill:
+                    offs[off_base[node] + counts[node] + 1] = np.int32(counts[code[pc, 2]])
+                counts[node] += 1
+                pos += 1
+                pc += 1
             elif op == TAGS or op == OPTBUF:
                 keynode = code[pc, 2]
                 valnode = code[pc, 3]

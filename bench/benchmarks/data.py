@@ -9,7 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 
 HERE = Path(__file__).resolve()
-_CANDIDATES = [os.environ.get("ARROWKAFKA_SHARED", ""), str(HERE.parents[2].parent / "shared"), "/work/shared"]
+_CANDIDATES = [
+    os.environ.get("ARROWKAFKA_SHARED", ""),
+    str(HERE.parents[2].parent / "shared"),
+    "/work/shared",
+]
 SHARED = next((Path(p) for p in _CANDIDATES if p and Path(p).is_dir()), Path("/work/shared"))
 
 # name -> (file stem, message, version)
