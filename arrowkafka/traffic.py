@@ -37,6 +37,9 @@ FRAME_COLUMNS = pa.schema(
         pa.field("_ts_first", pa.timestamp("ns", "UTC"), nullable=False),
         pa.field("_ts_last", pa.timestamp("ns", "UTC"), nullable=False),
         pa.field("_correlation_id", pa.int32(), nullable=False),
+        pa.field(
+            "_api_version", pa.int16(), nullable=False, metadata={"about": "the request header's api version"}
+        ),
         pa.field("_client_id", pa.string()),
         pa.field("_header_tags", unknown_tags_type(), nullable=False),
         pa.field("_request_ts", pa.timestamp("ns", "UTC")),
@@ -72,6 +75,7 @@ class _Frame:
     ts_first: int
     ts_last: int
     correlation_id: int
+    api_version: int
     client_id: str | None
     header_tags: list[tuple[int, bytes]]
     body: bytes
@@ -178,7 +182,7 @@ def decode_capture(
             groups[("request", spec.name, header.api_version)].append(
                 _Frame(name, _addr(item.conn.client_ip, item.conn.client_port),
                        _addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
-                       header.correlation_id, header.client_id, header.tags, header.body)
+                       header.correlation_id, header.api_version, header.client_id, header.tags, header.body)
             )  # fmt: skip
         for item in responses:
             frame = bytes(item.data)
@@ -201,17 +205,25 @@ def decode_capture(
             groups[("response", spec.name, version)].append(
                 _Frame(name, _addr(item.conn.client_ip, item.conn.client_port),
                        _addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
-                       rheader.correlation_id, None, rheader.tags, rheader.body, request_ts)
+                       rheader.correlation_id, version, None, rheader.tags, rheader.body, request_ts)
             )  # fmt: skip
     tables: dict[str, list[pa.Table]] = defaultdict(list)
-    for (_, message, version), frames in sorted(groups.items()):
+    work = sorted(groups.items())
+    while work:
+        (_, message, version), frames = work.pop(0)
         batch, bad = specs.decode(
             [f.body for f in frames], message, version, errors="null", all_versions=True
         )
         good = np.ones(len(frames), dtype=bool)
+        retry: list[_Frame] = []
         for row in bad.to_pylist():
             good[row["index"]] = False
             f = frames[row["index"]]
+            if message == "ApiVersionsResponse" and version > 0 and _v0_error(specs, f.body):
+                # A broker answers an ApiVersions version it does not know with an error in the
+                # v0 layout, and clients read it so (Kafka's ApiVersionsResponse.parse): so do we.
+                retry.append(f)
+                continue
             summary.rejects += 1
             summary.per_api[(message.removesuffix("Request").removesuffix("Response"), version)][
                 "rejects"
@@ -222,6 +234,8 @@ def decode_capture(
                 "version": version, "error": row["error"], "reason": row["reason"], "path": row["path"],
                 "offset": row["offset"], "raw": f.body,
             })  # fmt: skip
+        if retry:
+            work.append((("response", message, 0), retry))
         kept = [f for f, ok in zip(frames, good, strict=True) if ok]
         body = pa.Table.from_batches([batch]).filter(pa.array(good))
         body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
@@ -239,6 +253,16 @@ def decode_capture(
     return summary
 
 
+def _v0_error(specs: SpecSet, body: bytes) -> bool:
+    """Does the body read as an ApiVersionsResponse v0 carrying an error?"""
+    try:
+        batch = specs.decode([body], "ApiVersionsResponse", 0)
+    except DecodeError:
+        return False
+    assert isinstance(batch, pa.RecordBatch)
+    return bool(batch.column("error_code")[0].as_py())
+
+
 def _with_frame_columns(body: pa.Table, frames: list[_Frame]) -> pa.Table:
     latency = [None if f.request_ts is None else f.ts_first - f.request_ts for f in frames]
     columns = [
@@ -247,6 +271,7 @@ def _with_frame_columns(body: pa.Table, frames: list[_Frame]) -> pa.Table:
         pa.array([f.ts_first for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
         pa.array([f.ts_last for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
         pa.array([f.correlation_id for f in frames], pa.int32()),
+        pa.array([f.api_version for f in frames], pa.int16()),
         pa.array([f.client_id for f in frames], pa.string()),
         pa.array([f.header_tags for f in frames], unknown_tags_type()),
         pa.array([f.request_ts for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
