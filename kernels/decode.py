@@ -91,7 +91,7 @@ def _signed(v, bits):
     return np.int64(v)
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _uvarint(data, pos, end, bits):
     """Unsigned LEB128 of at most ceil(bits/7) bytes -> (value, new pos, error)."""
     v = np.uint64(0)
@@ -113,7 +113,7 @@ def _uvarint(data, pos, end, bits):
     return np.uint64(0), pos, E_VARINT_LONG
 
 
-@njit(inline="always")
+@njit(cache=True)
 def _utf8_ok(data, pos, n):
     """Is data[pos:pos+n] well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF)?"""
     i = pos
