@@ -168,6 +168,22 @@ def _read_len(data, pos, end, kind):
 
 
 @njit(inline="always")
+def _nullable_len(data, pos, end, kind, wire_nullable):
+    """A length or count with the null rules -> (n, pos, err, is_null). A null (-1 classic,
+    0 compact) is only allowed where the field is nullable in this version; it reads as n=0."""
+    n, pos, err = _read_len(data, pos, end, kind)
+    if err != OK:
+        return n, pos, err, False
+    if n < -1:
+        return n, pos, E_NEGATIVE, False
+    if n == -1:
+        if wire_nullable == 0:
+            return n, pos, E_NULL, False
+        return np.int64(0), pos, OK, True
+    return n, pos, OK, False
+
+
+@njit(inline="always")
 def _put(a8, a16, a32, a64, byte_at, width, v):
     """Store the low ``width`` bytes of int64 ``v`` (little-endian) at byte offset byte_at."""
     if width == 1:
@@ -306,23 +322,13 @@ def run(
                 pc += 1
             elif op == LIST_FIXED:
                 child = code[pc, 2]
-                n, pos, err = _read_len(data, pos, end, code[pc, 3])
+                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 3], code[pc, 4])
                 if err != OK:
-                    break
-                slot = counts[node]
-                if n < -1:
-                    err = E_NEGATIVE
                     d1 = n
                     break
-                if n == -1:
-                    if code[pc, 4] == 0:
-                        err = E_NULL
-                        break
-                    if fill and valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0
-                    n = 0
-                elif fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + slot] = 1
+                slot = counts[node]
+                if fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + slot] = 0 if null else 1
                 eb = code[pc, 6]
                 if n * eb > end - pos:
                     err = E_FORGED_COUNT
@@ -367,21 +373,14 @@ def run(
                 counts[node] += 1
                 pc += 1
             elif op == VARBIN:
-                n, pos, err = _read_len(data, pos, end, code[pc, 2])
+                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
                 if err != OK:
-                    break
-                slot = counts[node]
-                if n < -1:
-                    err = E_NEGATIVE
                     d1 = n
                     break
-                if n == -1:
-                    if code[pc, 3] == 0:
-                        err = E_NULL
-                        break
+                slot = counts[node]
+                if null:
                     if fill and valid_base[node] >= 0:
                         valid[valid_base[node] + slot] = 0
-                    n = 0
                 else:
                     if n > end - pos:
                         err = E_TRUNCATED
@@ -403,24 +402,14 @@ def run(
                 pos += n
                 pc += 1
             elif op == LIST:
-                n, pos, err = _read_len(data, pos, end, code[pc, 2])
+                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
                 if err != OK:
+                    d1 = n
                     break
                 slot = counts[node]
                 child = node + 1  # pre-order: a list's only child comes next
-                if n < -1:
-                    err = E_NEGATIVE
-                    d1 = n
-                    break
-                if n == -1:
-                    if code[pc, 3] == 0:
-                        err = E_NULL
-                        break
-                    if fill and valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0
-                    n = 0
-                elif fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + slot] = 1
+                if fill and valid_base[node] >= 0:
+                    valid[valid_base[node] + slot] = 0 if null else 1
                 minsize = max(code[pc, 4], 1)
                 if n * minsize > end - pos:
                     err = E_FORGED_COUNT
