@@ -324,7 +324,7 @@ def run(
                 child = code[pc, 2]
                 n, pos, err, null = _nullable_len(data, pos, end, code[pc, 3], code[pc, 4])
                 if err != OK:
-                    d1 = n
+                    d1 = n if err == E_NEGATIVE else 0
                     break
                 slot = counts[node]
                 if fill and valid_base[node] >= 0:
@@ -375,7 +375,7 @@ def run(
             elif op == VARBIN:
                 n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
                 if err != OK:
-                    d1 = n
+                    d1 = n if err == E_NEGATIVE else 0
                     break
                 slot = counts[node]
                 if null:
@@ -404,7 +404,7 @@ def run(
             elif op == LIST:
                 n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
                 if err != OK:
-                    d1 = n
+                    d1 = n if err == E_NEGATIVE else 0
                     break
                 slot = counts[node]
                 child = node + 1  # pre-order: a list's only child comes next
