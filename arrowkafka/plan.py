@@ -116,10 +116,6 @@ class Plan:
     root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
     max_depth: int  # stack frames the kernel needs
 
-    @property
-    def key(self) -> tuple[str, int, bool]:
-        return (self.name, self.version, self.all_versions)
-
     def describe(self) -> str:
         """The program, one instruction per line, with the path each one reads."""
         lines = [f"plan {self.name} v{self.version}{' (all versions)' if self.all_versions else ''}"]
