@@ -64,10 +64,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
     print(f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n")
     args.captures = [capture]
     status = cmd_decode(args)
+    query = (
+        f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms "
+        f"FROM '{args.output}/FetchResponse.parquet' GROUP BY ALL"
+    )
     print(
-        "\nquery it, e.g. with DuckDB:\n"
-        f'  duckdb -c "SELECT _version, count(*), median(_latency_ns) / 1e6 AS p50_ms '
-        f"FROM '{args.output}/FetchResponse.parquet' GROUP BY ALL\""
+        f'\nquery it, e.g. with DuckDB (installed by the test extra):\n  python -c "import duckdb; duckdb.sql(\\"{query}\\").show()"'
     )
     return status
 
