@@ -68,9 +68,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms "
         f"FROM '{args.output}/FetchResponse.parquet' GROUP BY ALL"
     )
-    print(
-        f'\nquery it, e.g. with DuckDB (installed by the test extra):\n  python -c "import duckdb; duckdb.sql(\\"{query}\\").show()"'
-    )
+    print("\nquery it, e.g. with DuckDB (installed by the test extra):")
+    print(f'  python -c "import duckdb; duckdb.sql(\\"{query}\\").show()"')
     return status
 
 
