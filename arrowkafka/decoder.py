@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from .assemble import BatchTooLarge, Buffers, allocate, assemble
 from .errors import Corrupt, DecodeError, Truncated
-from .kernels import decode as interpreter
+from .kernels import status
+from .kernels.tiers import kernel_run
 from .plan import OPS, Plan, compile_plan
 
 if TYPE_CHECKING:
@@ -29,20 +30,20 @@ KERNELS = ("interpreter", "specialised")
 
 # kernel error code -> (exception class, reason template)
 _REASONS: dict[int, tuple[type[DecodeError], str]] = {
-    interpreter.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
-    interpreter.E_FORGED_COUNT: (
+    status.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
+    status.E_FORGED_COUNT: (
         Truncated,
         "reading {what}: {d1} elements cannot fit in the {d2} bytes left",
     ),
-    interpreter.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
-    interpreter.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
-    interpreter.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
-    interpreter.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
-    interpreter.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
-    interpreter.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
-    interpreter.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
-    interpreter.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
-    interpreter.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
+    status.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
+    status.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
+    status.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
+    status.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
+    status.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
+    status.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
+    status.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
+    status.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
+    status.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
 }
 
 
@@ -67,7 +68,7 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         data = np.frombuffer(data_buf, np.uint8)
     else:
         data = np.zeros(1, np.uint8)
-        data.flags.writeable = False  # one kernel signature: input is always read-only
+    data.flags.writeable = False  # one kernel signature (Numba types read-only arrays apart)
     starts = offsets[:-1].astype(np.int64)
     ends = offsets[1:].astype(np.int64)
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):
@@ -135,7 +136,9 @@ class _Run:
         fn: Any = None,
     ):
         self.plan, self.data, self.starts, self.ends, self.null_mode = plan, data, starts, ends, null_mode
-        self.fn = fn or interpreter.run  # the interpreter, or a kernel specialised to the plan
+        # the interpreter (compiled, or plain Python for a process's first few kilobytes),
+        # or a kernel specialised to the plan
+        self.fn = fn or kernel_run(int(ends.sum() - starts.sum()))
         n = len(starts)
         self.bad = np.zeros(n, np.uint8)
         self.reject_code = np.zeros(n, np.int32)
@@ -146,7 +149,7 @@ class _Run:
         self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
     ) -> None:
         p = self.plan
-        status = np.zeros(interpreter.STATUS_SIZE, np.int64)
+        out = np.zeros(status.STATUS_SIZE, np.int64)
         if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
             nn = len(p.nodes)
             z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
@@ -159,14 +162,14 @@ class _Run:
             p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
             counts, dcounts, *bases, *arenas,
-            status, self.reject_code, self.reject_offset, self.reject_pc,
+            out, self.reject_code, self.reject_offset, self.reject_pc,
         )  # fmt: skip
         if err:
-            i = int(status[1])
-            idx = [int(x) for x in status[7 : 7 + int(status[6])]]
+            i = int(out[1])
+            idx = [int(x) for x in out[7 : 7 + int(out[6])]]
             size = int(self.ends[i] - self.starts[i])
-            pc, d1, d2, run_row = int(status[3]), int(status[4]), int(status[5]), int(status[15])
-            raise _error(p, err, i, int(status[2]), pc, d1, d2, idx, size, run_row)
+            pc, d1, d2, run_row = int(out[3]), int(out[4]), int(out[5]), int(out[15])
+            raise _error(p, err, i, int(out[2]), pc, d1, d2, idx, size, run_row)
 
 
 def decode_batch(

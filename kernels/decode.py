@@ -29,34 +29,46 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# ops, in the order of arrowkafka.plan.OPS (a test checks)
-OPS = (
-    "END INT VARBIN LIST LIST_NEXT LIST_FIXED STRUCT NSTRUCT TAGS OPTBUF TAGGED SECTION_END RET "
-    "DEF_FIXED DEF_VARBIN DEF_LIST DEF_STRUCT DEF_MAP DEF_UUID FIXED_RUN"
-).split()
-END, INT, VARBIN, LIST, LIST_NEXT, LIST_FIXED, STRUCT, NSTRUCT, TAGS, OPTBUF, TAGGED = range(11)
-SECTION_END, RET, DEF_FIXED, DEF_VARBIN, DEF_LIST, DEF_STRUCT, DEF_MAP, DEF_UUID, FIXED_RUN = range(11, 20)
-
-# error codes
-OK = 0
-E_TRUNCATED = 1  # a read runs past the end of the body
-E_FORGED_COUNT = 2  # an array count the remaining bytes cannot hold
-E_NEGATIVE = 3  # a length or count below -1
-E_NULL = 4  # null in a field not nullable in this version
-E_UTF8 = 5  # a string that is not UTF-8
-E_VARINT_LONG = 6  # a varint longer than its type allows
-E_VARINT_BIG = 7  # a varint whose value does not fit its type
-E_MARKER = 8  # a nullable-struct marker other than -1/1 (0/1 when tagged)
-E_TAG_ORDER = 9  # tags not strictly ascending
-E_TAG_SIZE = 10  # a tagged (or optional) field whose value does not fill its size exactly
-E_TRAILING = 11  # bytes left over after the last field
-E_TOO_BIG = 12  # one output buffer would pass 2 GiB: split the batch
-
-STATUS_SIZE = 16
-MAX_INDICES = 8
-
-# frame kinds
-F_LIST, F_CALL, F_SECTION = 1, 2, 3
+from .status import (  # noqa: F401  (re-exported: the decoder and generated kernels use them)
+    DEF_FIXED,
+    DEF_LIST,
+    DEF_MAP,
+    DEF_STRUCT,
+    DEF_UUID,
+    DEF_VARBIN,
+    E_FORGED_COUNT,
+    E_MARKER,
+    E_NEGATIVE,
+    E_NULL,
+    E_TAG_ORDER,
+    E_TAG_SIZE,
+    E_TRAILING,
+    E_TRUNCATED,
+    E_UTF8,
+    E_VARINT_BIG,
+    E_VARINT_LONG,
+    END,
+    F_CALL,
+    F_LIST,
+    F_SECTION,
+    FIXED_RUN,
+    INT,
+    LIST,
+    LIST_FIXED,
+    LIST_NEXT,
+    MAX_INDICES,
+    NSTRUCT,
+    OK,
+    OPS,
+    OPTBUF,
+    RET,
+    SECTION_END,
+    STATUS_SIZE,
+    STRUCT,
+    TAGGED,
+    TAGS,
+    VARBIN,
+)
 
 
 @njit(inline="always")

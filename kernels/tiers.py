@@ -1,0 +1,55 @@
+"""Two tiers of the same kernel source: compiled by Numba, or run as plain Python.
+
+Importing Numba and its first dispatch cost about half a second in a new process; decoding a
+few kilobytes in plain Python costs milliseconds. So a process starts on the plain-Python
+tier and moves to the compiled one (for good) once it has more than ``PURE_BUDGET`` bytes to
+decode. Both tiers are ``decode.py`` itself: the plain one is that file executed with a
+do-nothing ``njit``, so there is one source of truth (and ``NUMBA_DISABLE_JIT=1`` runs test it).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PURE_BUDGET", "kernel_run"]
+
+PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
+
+_pure: types.ModuleType | None = None
+_spent = 0
+
+
+def _identity(*args: Any, **kwargs: Any) -> Any:
+    """``njit`` that does nothing, in both its ``@njit`` and ``@njit(...)`` forms."""
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return args[0]
+    return lambda fn: fn
+
+
+def _pure_module() -> types.ModuleType:
+    global _pure
+    if _pure is None:
+        path = Path(__file__).with_name("decode.py")
+        source = path.read_text().replace("from numba import njit\n", "njit = _identity\n", 1)
+        module = types.ModuleType(f"{__package__}.decode_pure")
+        module.__file__ = str(path)
+        module.__package__ = __package__
+        module.__dict__["_identity"] = _identity
+        exec(compile(source, str(path), "exec"), module.__dict__)
+        _pure = module
+    return _pure
+
+
+def kernel_run(nbytes: int) -> Any:
+    """The ``run`` function to decode ``nbytes`` more bytes with."""
+    global _spent
+    compiled = f"{__package__}.decode"
+    if compiled not in sys.modules and _spent + nbytes <= PURE_BUDGET:
+        _spent += nbytes
+        return _pure_module().run
+    from . import decode
+
+    return decode.run
