@@ -135,15 +135,16 @@ def decode_capture(
             (api, version), {"requests": 0, "responses": 0, "bytes": 0, "rejects": 0, "latency": []}
         )
 
-    def reject(capture: str, item: Any, error: str, reason: str, raw: bytes, **kw: Any) -> None:
+    def reject(capture: str, error: str, reason: str, raw: bytes, **where: Any) -> None:
+        """One row of _rejects; ``where`` holds the REJECT_SCHEMA columns that are known."""
         summary.rejects += 1
-        conn = getattr(item, "conn", None)
-        rejects.append({
-            "capture": capture, "client": _addr(conn.client_ip, conn.client_port) if conn else None,
-            "broker": _addr(conn.server_ip, conn.server_port) if conn else None,
-            "direction": getattr(item, "direction", None), "ts": getattr(item, "ts_first_ns", None),
-            "error": error, "reason": reason, "raw": raw, **kw,
-        })  # fmt: skip
+        rejects.append({"capture": capture, "error": error, "reason": reason, "raw": raw, **where})
+
+    def item_reject(capture: str, item: Any, error: str, reason: str, raw: bytes, **where: Any) -> None:
+        conn = item.conn
+        reject(capture, error, reason, raw, client=_addr(conn.client_ip, conn.client_port),
+               broker=_addr(conn.server_ip, conn.server_port), direction=item.direction,
+               ts=getattr(item, "ts_first_ns", None), **where)  # fmt: skip
 
     for capture in captures:
         name = str(capture)
@@ -154,7 +155,7 @@ def decode_capture(
         for item in capture_frames(capture, broker_ports=set(broker_ports), stats=stats):
             if isinstance(item, PartialFrame | SkippedBytes):
                 summary.frames_in += 1
-                reject(name, item, "Partial", getattr(item, "reason", "partial frame"), bytes(item.data))
+                item_reject(name, item, "Partial", getattr(item, "reason", "partial frame"), bytes(item.data))
                 continue
             if not isinstance(item, KafkaFrame):
                 continue  # MissingBytes: nothing captured to keep
@@ -169,7 +170,7 @@ def decode_capture(
                 spec.check_version(header.api_version)
             except (DecodeError, KeyError) as e:
                 reason = e.args[0] if isinstance(e, KeyError) else str(e)
-                reject(name, item, type(e).__name__, str(reason), frame)
+                item_reject(name, item, type(e).__name__, str(reason), frame)
                 continue
             pending[(item.conn, header.correlation_id)] = (
                 header.api_key,
@@ -189,14 +190,16 @@ def decode_capture(
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
             match = pending.pop((item.conn, corr), None) if corr is not None else None
             if match is None:
-                reject(name, item, "Unmatched", "no request with this correlation id in the capture", frame)
+                item_reject(
+                    name, item, "Unmatched", "no request with this correlation id in the capture", frame
+                )
                 continue
             api_key, version, request_ts = match
             spec = specs.response(api_key)
             try:
                 rheader = parse_response(frame, specs.response_header_version(api_key, version))
             except DecodeError as e:
-                reject(name, item, type(e).__name__, str(e), frame, message=spec.name, version=version)
+                item_reject(name, item, type(e).__name__, str(e), frame, message=spec.name, version=version)
                 continue
             s = stat(spec.name.removesuffix("Response"), version)
             s["responses"] += 1
@@ -224,16 +227,13 @@ def decode_capture(
                 # v0 layout, and clients read it so (Kafka's ApiVersionsResponse.parse): so do we.
                 retry.append(f)
                 continue
-            summary.rejects += 1
             summary.per_api[(message.removesuffix("Request").removesuffix("Response"), version)][
                 "rejects"
             ] += 1
-            rejects.append({
-                "capture": f.capture, "client": f.client, "broker": f.broker, "ts": f.ts_first,
-                "direction": "request" if message.endswith("Request") else "response", "message": message,
-                "version": version, "error": row["error"], "reason": row["reason"], "path": row["path"],
-                "offset": row["offset"], "raw": f.body,
-            })  # fmt: skip
+            direction = "request" if message.endswith("Request") else "response"
+            reject(f.capture, row["error"], row["reason"], f.body, client=f.client, broker=f.broker,
+                   ts=f.ts_first, direction=direction, message=message, version=version, path=row["path"],
+                   offset=row["offset"])  # fmt: skip
         if retry:
             work.append((("response", message, 0), retry))
         kept = [f for f, ok in zip(frames, good, strict=True) if ok]
