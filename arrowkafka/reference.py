@@ -122,6 +122,18 @@ def _length(r: _Reader, compact: bool, classic_fmt: str, what: str, path: str) -
     return None if n == -1 else n
 
 
+def _nullable_length(
+    r: _Reader, f: Field, compact: bool, classic_fmt: str, noun: str, path: str
+) -> tuple[int | None, int]:
+    """A length or count and where it started; a null is refused unless the field is
+    nullable in this version."""
+    start = r.pos
+    n = _length(r, compact, classic_fmt, f"{noun} length", path)
+    if n is None and not f.nullable_in(r.version):
+        raise r.fail(Corrupt, f"null {noun} in a non-nullable field", path, start)
+    return n, start
+
+
 def _read_primitive(r: _Reader, f: Field, element: str, path: str, flexible: bool) -> Any:
     v = r.version
     if element == "bool":
@@ -145,11 +157,8 @@ def _read_primitive(r: _Reader, f: Field, element: str, path: str, flexible: boo
     if element == "uuid":
         return _uuid.UUID(bytes=r.take(16, "uuid", path))
     if element == "string":
-        start = r.pos
-        n = _length(r, flexible, ">h", "string length", path)
+        n, start = _nullable_length(r, f, flexible, ">h", "string", path)
         if n is None:
-            if not f.nullable_in(v):
-                raise r.fail(Corrupt, "null string in a non-nullable field", path, start)
             return None
         raw = r.take(n, "string", path)
         try:
@@ -157,11 +166,8 @@ def _read_primitive(r: _Reader, f: Field, element: str, path: str, flexible: boo
         except UnicodeDecodeError as e:
             raise r.fail(Corrupt, f"invalid UTF-8 in string ({e.reason})", path, start) from None
     if element in ("bytes", "records"):
-        start = r.pos
-        n = _length(r, flexible, ">i", f"{element} length", path)
+        n, _ = _nullable_length(r, f, flexible, ">i", element, path)
         if n is None:
-            if not f.nullable_in(v):
-                raise r.fail(Corrupt, f"null {element} in a non-nullable field", path, start)
             return None
         return r.take(n, element, path)
     raise AssertionError(element)
@@ -171,11 +177,8 @@ def _read_value(r: _Reader, f: Field, path: str, tagged: bool) -> Any:
     v = r.version
     flexible = _flexible(r.spec, f, v)
     if f.kind == "array":
-        start = r.pos
-        n = _length(r, flexible, ">i", "array length", path)
+        n, start = _nullable_length(r, f, flexible, ">i", "array", path)
         if n is None:
-            if not f.nullable_in(v):
-                raise r.fail(Corrupt, "null array in a non-nullable field", path, start)
             return None
         if n > len(r.data) - r.pos:  # every element takes at least a byte
             raise r.fail(
