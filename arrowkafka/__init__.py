@@ -23,6 +23,8 @@ __all__ = [
     "SpecError",
     "Truncated",
     "decode",
+    "encode",
+    "encoded_size",
     "SpecSet",
     "arrow_schema",
     "load_specs",
@@ -52,6 +54,16 @@ def decode(
     return default_specs().decode(
         bodies, name, version, errors=errors, all_versions=all_versions, threads=threads, kernel=kernel
     )
+
+
+def encode(data: Any, name: str, version: int, *, threads: int = 1) -> pa.BinaryArray:
+    """``load_specs().encode(...)``: see ``SpecSet.encode``."""
+    return default_specs().encode(data, name, version, threads=threads)
+
+
+def encoded_size(data: Any, name: str, version: int, *, threads: int = 1) -> pa.Int64Array:
+    """``load_specs().encoded_size(...)``: see ``SpecSet.encoded_size``."""
+    return default_specs().encoded_size(data, name, version, threads=threads)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

@@ -76,15 +76,6 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, starts, ends
 
 
-def _path(plan: Plan, pc: int, run_row: int, indices: list[int]) -> str:
-    parts = (plan.run_paths[run_row] if run_row >= 0 else plan.paths[pc]).split("[]")
-    out = parts[0]
-    for k, rest in enumerate(parts[1:]):
-        out += f"[{indices[k]}]" if k < len(indices) else "[]"
-        out += rest
-    return out
-
-
 def _what(plan: Plan, pc: int, run_row: int) -> str:
     op, node = OPS[int(plan.code[pc][0])], int(plan.code[pc][1])
     if op == "FIXED_RUN":
@@ -114,7 +105,7 @@ def _error(
     cls, template = _REASONS[code]
     return cls(
         template.format(what=_what(plan, pc, run_row), d1=d1, d2=d2),
-        path=_path(plan, pc, run_row, idx),
+        path=plan.indexed_path(pc, run_row, idx),
         message_index=msg,
         offset=offset,
         size=size,

@@ -47,7 +47,7 @@ OPS = [
     # no tag is known: unknown tags are kept and no TAGGED/SECTION_END follows)
     "TAGS",
     "OPTBUF",  # same, for the draft's optional-field buffer
-    "TAGGED",  # -, tag, value pc, default pc
+    "TAGGED",  # node of the field, tag, value pc, default pc
     "SECTION_END",  # continue after the tag section / optional buffer
     "RET",  # end of an out-of-line segment
     "DEF_FIXED",  # node, const index, width
@@ -115,6 +115,16 @@ class Plan:
     run_paths: list[str]  # per FIXED_RUN row
     root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
     max_depth: int  # stack frames the kernel needs
+
+    def indexed_path(self, pc: int, run_row: int, indices: list[int]) -> str:
+        """The path instruction ``pc`` (or FIXED_RUN row ``run_row``) reads, with the list
+        indices filled in: ``$.topics[2].partitions[0].error_code``."""
+        parts = (self.run_paths[run_row] if run_row >= 0 else self.paths[pc]).split("[]")
+        out = parts[0]
+        for k, rest in enumerate(parts[1:]):
+            out += f"[{indices[k]}]" if k < len(indices) else "[]"
+            out += rest
+        return out
 
     def describe(self) -> str:
         """The program, one instruction per line, with the path each one reads."""
@@ -320,7 +330,7 @@ class _Emitter:
         self.emit(op, unknown.id, key.id, val.id, start, len(ordered), 0, path=path)
         for f in ordered:
             child = children[column_name(f.name)]
-            pc = self.emit("TAGGED", -1, f.tag or 0, 0, 0, path=child.path)
+            pc = self.emit("TAGGED", child.id, f.tag or 0, 0, 0, path=child.path)
 
             def value(f: Field = f, child: Node = child) -> None:
                 self.value(f, child, tagged=(op == "TAGS"))

@@ -118,16 +118,33 @@ def _addr(ip: bytes, port: int) -> str:
     return f"[{ip.hex(':', 2)}]:{port}"
 
 
-def decode_capture(
+def _reject(
+    summary: Summary,
+    rejects: list[dict[str, Any]],
+    capture: str,
+    error: str,
+    reason: str,
+    raw: bytes,
+    **where: Any,
+) -> None:
+    """One row of _rejects; ``where`` holds the REJECT_SCHEMA columns that are known."""
+    summary.rejects += 1
+    rejects.append({"capture": capture, "error": error, "reason": reason, "raw": raw, **where})
+
+
+def group_frames(
     captures: Sequence[str | Path],
-    outdir: str | Path | None,
     specs: SpecSet,
     *,
     broker_ports: Iterable[int] = (9092,),
-) -> Summary:
-    """Decode captures into Parquet tables under ``outdir`` (nothing written if None)."""
-    summary = Summary()
-    rejects: list[dict[str, Any]] = []
+    summary: Summary | None = None,
+    rejects: list[dict[str, Any]] | None = None,
+) -> dict[tuple[str, str, int], list[_Frame]]:
+    """Every frame of the captures, headers parsed and responses paired with their requests,
+    grouped by (direction, message, version); what cannot be framed or paired goes to
+    ``rejects`` (rows of the _rejects table) and is counted in ``summary``."""
+    summary = Summary() if summary is None else summary
+    rejects = [] if rejects is None else rejects
     groups: dict[tuple[str, str, int], list[_Frame]] = defaultdict(list)
 
     def stat(api: str, version: int) -> dict[str, Any]:
@@ -135,14 +152,9 @@ def decode_capture(
             (api, version), {"requests": 0, "responses": 0, "bytes": 0, "rejects": 0, "latency": []}
         )
 
-    def reject(capture: str, error: str, reason: str, raw: bytes, **where: Any) -> None:
-        """One row of _rejects; ``where`` holds the REJECT_SCHEMA columns that are known."""
-        summary.rejects += 1
-        rejects.append({"capture": capture, "error": error, "reason": reason, "raw": raw, **where})
-
     def item_reject(capture: str, item: Any, error: str, reason: str, raw: bytes, **where: Any) -> None:
         conn = item.conn
-        reject(capture, error, reason, raw, client=_addr(conn.client_ip, conn.client_port),
+        _reject(summary, rejects, capture, error, reason, raw, client=_addr(conn.client_ip, conn.client_port),
                broker=_addr(conn.server_ip, conn.server_port), direction=item.direction,
                ts=getattr(item, "ts_first_ns", None), **where)  # fmt: skip
 
@@ -210,6 +222,20 @@ def decode_capture(
                        _addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
                        rheader.correlation_id, version, None, rheader.tags, rheader.body, request_ts)
             )  # fmt: skip
+    return groups
+
+
+def decode_capture(
+    captures: Sequence[str | Path],
+    outdir: str | Path | None,
+    specs: SpecSet,
+    *,
+    broker_ports: Iterable[int] = (9092,),
+) -> Summary:
+    """Decode captures into Parquet tables under ``outdir`` (nothing written if None)."""
+    summary = Summary()
+    rejects: list[dict[str, Any]] = []
+    groups = group_frames(captures, specs, broker_ports=broker_ports, summary=summary, rejects=rejects)
     tables: dict[str, list[pa.Table]] = defaultdict(list)
     work = sorted(groups.items())
     while work:
@@ -231,9 +257,9 @@ def decode_capture(
                 "rejects"
             ] += 1
             direction = "request" if message.endswith("Request") else "response"
-            reject(f.capture, row["error"], row["reason"], f.body, client=f.client, broker=f.broker,
-                   ts=f.ts_first, direction=direction, message=message, version=version, path=row["path"],
-                   offset=row["offset"])  # fmt: skip
+            _reject(summary, rejects, f.capture, row["error"], row["reason"], f.body, client=f.client,
+                    broker=f.broker, ts=f.ts_first, direction=direction, message=message, version=version,
+                    path=row["path"], offset=row["offset"])  # fmt: skip
         if retry:
             work.append((("response", message, 0), retry))
         kept = [f for f, ok in zip(frames, good, strict=True) if ok]

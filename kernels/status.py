@@ -22,6 +22,10 @@ E_MARKER = 8  # a nullable-struct marker other than -1/1 (0/1 when tagged)
 E_TAG_ORDER = 9  # tags not strictly ascending
 E_TAG_SIZE = 10  # a tagged (or optional) field whose value does not fill its size exactly
 E_TRAILING = 11  # bytes left over after the last field
+# encoding
+E_RANGE = 12  # a value too wide for its wire encoding (KIP-625 fixed32 of an int64 field)
+E_LONG_STRING = 13  # a classic STRING over 32767 bytes
+E_SIZE = 14  # pass 2 wrote a different size than pass 1 counted (a kernel bug)
 
 STATUS_SIZE = 16
 MAX_INDICES = 8

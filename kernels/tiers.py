@@ -2,13 +2,15 @@
 
 Importing Numba and its first dispatch cost about half a second in a new process; decoding a
 few kilobytes in plain Python costs milliseconds. So a process starts on the plain-Python
-tier and moves to the compiled one (for good) once it has more than ``PURE_BUDGET`` bytes to
-decode. Both tiers are ``decode.py`` itself: the plain one is that file executed with a
-do-nothing ``njit``, so there is one source of truth (and ``NUMBA_DISABLE_JIT=1`` runs test it).
+tier and moves to the compiled one (for good) once it has more than ``PURE_BUDGET`` bytes
+to decode or encode. Both tiers are ``decode.py`` (``encode.py``) itself: the plain one is
+that file executed with a do-nothing ``njit``, so there is one source of truth (and
+``NUMBA_DISABLE_JIT=1`` runs test it).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -18,7 +20,7 @@ __all__ = ["PURE_BUDGET", "kernel_run"]
 
 PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
 
-_pure: types.ModuleType | None = None
+_pure: dict[str, types.ModuleType] = {}
 _spent = 0
 
 
@@ -29,27 +31,26 @@ def _identity(*args: Any, **kwargs: Any) -> Any:
     return lambda fn: fn
 
 
-def _pure_module() -> types.ModuleType:
-    global _pure
-    if _pure is None:
-        path = Path(__file__).with_name("decode.py")
+def _pure_module(name: str) -> types.ModuleType:
+    if name not in _pure:
+        path = Path(__file__).with_name(f"{name}.py")
         source = path.read_text().replace("from numba import njit\n", "njit = _identity\n", 1)
-        module = types.ModuleType(f"{__package__}.decode_pure")
+        module = types.ModuleType(f"{__package__}.{name}_pure")
         module.__file__ = str(path)
         module.__package__ = __package__
         module.__dict__["_identity"] = _identity
         exec(compile(source, str(path), "exec"), module.__dict__)
-        _pure = module
-    return _pure
+        _pure[name] = module
+    return _pure[name]
 
 
-def kernel_run(nbytes: int) -> Any:
-    """The ``run`` function to decode ``nbytes`` more bytes with."""
+def kernel_run(nbytes: int, kernel: str = "decode") -> Any:
+    """The ``run`` function of ``kernels/<kernel>.py`` (decode or encode) for ``nbytes`` more
+    bytes of work."""
     global _spent
-    compiled = f"{__package__}.decode"
+    compiled = f"{__package__}.{kernel}"
     if compiled not in sys.modules and _spent + nbytes <= PURE_BUDGET:
         _spent += nbytes
-        return _pure_module().run
-    from . import decode
-
-    return decode.run
+        return _pure_module(kernel).run
+    module = importlib.import_module(compiled)
+    return module.run

@@ -1,0 +1,504 @@
+"""Batch encode: a ``pa.RecordBatch``/``pa.Table`` -> one ``pa.BinaryArray`` of message bodies.
+
+The decoder's plan, walked the other way (``kernels/encode.py``):
+
+flatten (Python, once per column: every plan node's array into arenas; fields the target
+version lacks checked against their defaults; tagged-field presence; unknown tags sorted and
+checked) -> pass 1 (check and size every message) -> allocate the output once, offsets the
+running sum -> pass 2 (write) -> ``pa.Array.from_buffers``.
+
+Input: the schema of ``arrow_schema(name, version)``, of ``arrow_schema(name)`` (all
+versions), or of another version of the message. Columns the target version lacks must hold
+their spec default unless the field is ``ignorable`` (then they are dropped); columns it has
+that the input lacks are written as their default. Nullability in the input's schema does not
+matter: a null the target version cannot carry is an ``EncodeError`` naming row and path.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import EncodeError
+from .kernels import status
+from .kernels.tiers import kernel_run
+from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan
+from .reference import default_value
+from .schema import UNKNOWN_TAGS, VERSION_COLUMN, column_name
+from .spec import STRUCT_DEFAULTS, Field, MessageSpec
+
+if TYPE_CHECKING:
+    from .specset import SpecSet
+
+__all__ = ["encode_batch"]
+
+_ALIGN = 64
+
+_REASONS = {
+    status.E_RANGE: "{d1} is out of range for {enc}",
+    status.E_LONG_STRING: "string of {d1} bytes is longer than 32767",
+}
+
+
+# ---- input -> per-node arrays ------------------------------------------------------------------
+
+
+def _as_struct(data: Any) -> pa.StructArray:
+    if isinstance(data, pa.Table):
+        data = data.combine_chunks()
+        arrays = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in data.columns]
+        if not arrays:
+            return _empty(data.num_rows)
+        return pa.StructArray.from_arrays(arrays, fields=list(data.schema))
+    if isinstance(data, pa.RecordBatch):
+        if data.num_columns == 0:
+            return _empty(data.num_rows)
+        return pa.StructArray.from_arrays(data.columns, fields=list(data.schema))
+    if isinstance(data, pa.StructArray):
+        return data
+    raise TypeError(f"encode takes a pa.RecordBatch, pa.Table or pa.StructArray, not {type(data).__name__}")
+
+
+def _empty(rows: int) -> pa.StructArray:
+    return pa.Array.from_buffers(pa.struct([]), rows, [None])
+
+
+def _valid(arr: pa.Array) -> np.ndarray | None:
+    """A byte per slot (1 valid), or None when the array has no nulls."""
+    if arr.null_count == 0:
+        return None
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The array's own offsets (length + 1, int64), for its slice."""
+    otype = np.int64 if pa.types.is_large_list(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
+    if pa.types.is_large_string(arr.type):
+        otype = np.int64
+    start = arr.offset * np.dtype(otype).itemsize
+    raw = np.frombuffer(arr.buffers()[1], otype, count=len(arr) + 1, offset=start)
+    return raw.astype(np.int64)
+
+
+@dataclass
+class _Pieces:
+    """One node's input: validity bytes, fixed-width values (raw little-endian bytes), offsets
+    rebased to 0, var-length bytes, tagged-field presence bytes."""
+
+    valid: np.ndarray | None = None
+    values: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+    data: np.ndarray | None = None
+    present: np.ndarray | None = None
+
+
+@dataclass
+class _Place:
+    """Where a slot of a node's array sits in the batch: the offsets of each list above it
+    (outermost first), so an error can name the row and the list indices."""
+
+    lists: list[np.ndarray] = field(default_factory=list)
+
+    def locate(self, slot: int) -> tuple[int, list[int]]:
+        indices = []
+        for offs in reversed(self.lists):
+            parent = int(np.searchsorted(offs, slot, side="right")) - 1
+            indices.append(slot - int(offs[parent]))
+            slot = parent
+        return slot, indices[::-1]
+
+    def inner(self, offsets: np.ndarray) -> _Place:
+        return _Place([*self.lists, offsets])
+
+
+def _indexed(path: str, indices: list[int]) -> str:
+    parts = path.split("[]")
+    out = parts[0]
+    for k, rest in enumerate(parts[1:]):
+        out += (f"[{indices[k]}]" if k < len(indices) else "[]") + rest
+    return out
+
+
+class _Flattener:
+    """Walks the plan's node tree beside the input arrays, collecting each node's pieces."""
+
+    def __init__(self, plan: Plan, spec: MessageSpec, version: int) -> None:
+        self.plan, self.spec, self.version = plan, spec, version
+        self.pieces: dict[int, _Pieces] = {}
+        code = plan.code
+        self.tagged = {int(r[1]) for r in code if r[0] == OP["TAGGED"]}
+        # map node -> (draft optional buffer?, known tags of its section)
+        self.sections = {
+            int(r[1]): (r[0] == OP["OPTBUF"], set(plan.tag_table[r[4] : r[4] + r[5]].tolist()))
+            for r in code
+            if r[0] in (OP["TAGS"], OP["OPTBUF"])
+        }
+        self.npresent = 0
+
+    def fail(self, reason: str, node_path: str, place: _Place, slot: int) -> EncodeError:
+        row, indices = place.locate(slot)
+        return EncodeError(
+            reason, path=_indexed(node_path, indices), row=row, message=self.spec.name, version=self.version
+        )
+
+    def visit(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> None:
+        p = self.pieces.setdefault(node.id, _Pieces())
+        if node.kind == FIXED:
+            arr = self.fixed_input(node, arr, place)
+        elif node.kind == VARBIN and arr.type != node.type:
+            arr = self.cast(arr, node.type, node.path, place)
+        p.valid = _valid(arr)
+        if node.id in self.tagged:
+            assert node.field is not None
+            p.present = _nondefault(self.spec, arr, node.field).astype(np.uint8)
+            self.npresent += int(p.present.sum())
+        if node.kind == FIXED:
+            p.values = _fixed_bytes(arr, node.width)
+        elif node.kind == VARBIN:
+            offs = _offsets(arr)
+            p.offsets = offs - offs[0]
+            p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
+        elif node.kind in (LIST, MAP):
+            self.nested(node, arr, live, place, p)
+        else:
+            self.struct(node, arr, live, place, p)
+
+    def nested(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place, p: _Pieces) -> None:
+        want = pa.types.is_map if node.kind == MAP else pa.types.is_list
+        if not want(arr.type):
+            if node.kind == LIST and pa.types.is_large_list(arr.type):
+                arr = arr.cast(pa.list_(arr.type.value_field))
+            else:
+                raise TypeError(f"{node.path}: expected {node.type}, got {arr.type}")
+        offs = _offsets(arr)
+        p.offsets = offs - offs[0]
+        values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+        lengths = np.diff(offs)
+        keep = np.ones(len(arr), bool) if live is None else live.copy()
+        if p.valid is not None:
+            keep &= p.valid.astype(bool)
+        child_live = np.repeat(keep, lengths)
+        inner = place.inner(p.offsets)
+        if node.kind == LIST:
+            self.visit(node.children[0], values, child_live, inner)
+            return
+        key_node, val_node = node.children
+        keys = values.field(0).cast(pa.uint32())
+        vals = values.field(1)
+        keys, vals = self.unknown_tags(node, keys, vals, p.offsets, child_live, inner)
+        self.visit(key_node, keys, child_live, inner)
+        self.visit(val_node, vals, child_live, inner)
+
+    def unknown_tags(
+        self,
+        node: Node,
+        keys: pa.Array,
+        vals: pa.Array,
+        offs: np.ndarray,
+        live: np.ndarray,
+        place: _Place,
+    ) -> tuple[pa.Array, pa.Array]:
+        """Kept unknown tags are written in ascending order among the known ones: sort each
+        map, and refuse duplicates, known tag numbers and (draft) what the buffer cannot hold."""
+        if len(keys) == 0:
+            return keys, vals
+        k = np.asarray(keys.to_numpy(zero_copy_only=False), np.int64)
+        owner = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
+        if np.any((np.diff(k) <= 0) & (np.diff(owner) == 0)):
+            order = np.lexsort((k, owner))
+            k, keys, vals = k[order], keys.take(order), vals.take(order)
+            dup = np.flatnonzero((np.diff(k) == 0) & (np.diff(owner) == 0) & live[1:])
+            if dup.size:
+                raise self.fail(f"unknown tag {k[dup[0]]} appears twice", node.path, place, int(dup[0]) + 1)
+        if vals.null_count:
+            i = int(np.argmax(~np.asarray(vals.is_valid().to_numpy(zero_copy_only=False), bool)))
+            raise self.fail("null value of an unknown tag", node.path, place, i)
+        optbuf, known = self.sections.get(node.id, (False, set()))
+        bad = np.flatnonzero(np.isin(k, list(known)) & live) if known else np.zeros(0, np.int64)
+        if bad.size:
+            reason = f"unknown tag {k[bad[0]]} is a known tagged field's tag"
+            raise self.fail(reason, node.path, place, int(bad[0]))
+        if optbuf:
+            sizes = np.asarray(pc.binary_length(vals).to_numpy(zero_copy_only=False))
+            bad = np.flatnonzero(((k > 0x7FFF) | (sizes == 0)) & live)
+            if bad.size:
+                i = int(bad[0])
+                reason = (
+                    f"unknown optional field tag {k[i]} does not fit int16"
+                    if k[i] > 0x7FFF
+                    else f"unknown optional field {k[i]} is empty (a zero length ends the buffer)"
+                )
+                raise self.fail(reason, node.path, place, i)
+        return keys, vals
+
+    def struct(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place, p: _Pieces) -> None:
+        if not pa.types.is_struct(arr.type):
+            raise TypeError(f"{node.path}: expected a struct, got {arr.type}")
+        keep = live
+        if p.valid is not None:
+            keep = p.valid.astype(bool) if keep is None else keep & p.valid.astype(bool)
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        targets = {node.type.field(i).name: c for i, c in enumerate(node.children)}
+        if node.id == self.plan.root.id:
+            targets.pop(VERSION_COLUMN, None)  # a single-version plan has none
+        for name, child in targets.items():
+            if name in names:
+                self.visit(child, arr.field(name), keep, place)
+            else:  # a column the input does not have: its spec default
+                value = [] if child.field is None else default_value(self.spec, child.field, self.version)
+                one = pa.array([value], child.type)
+                self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
+        root = node is self.plan.root
+        extra = [n for n in names if n not in targets and not (root and n == VERSION_COLUMN)]
+        if extra:
+            self.absent(node, arr, extra, keep, place)
+
+    def absent(
+        self, node: Node, arr: pa.Array, names: list[str], live: np.ndarray | None, place: _Place
+    ) -> None:
+        """Input columns the target version does not have: they must hold their default,
+        unless the field is ignorable (then they are dropped)."""
+        assert node.struct is not None
+        fields = {column_name(f.name): f for f in (*node.struct.optional_fields, *node.struct.fields)}
+        for name in names:
+            path = f"{node.path}.{name}"
+            f = fields.get(name)
+            if f is None and name != UNKNOWN_TAGS:
+                reason = f"{self.spec.name} has no field {name!r}"
+                raise EncodeError(reason, path=path, message=self.spec.name, version=self.version)
+            if f is not None and f.ignorable:
+                continue
+            mask = _nondefault(self.spec, arr.field(name), f)
+            if live is not None:
+                mask &= live
+            bad = np.flatnonzero(mask)
+            if bad.size:
+                what = "unknown tagged fields" if f is None else "a non-default value"
+                reason = f"{name} is not in version {self.version} and holds {what}"
+                if f is not None:
+                    reason += " (the field is not ignorable)"
+                raise self.fail(reason, path, place, int(bad[0]))
+
+    def fixed_input(self, node: Node, arr: pa.Array, place: _Place) -> pa.Array:
+        t = node.type
+        if isinstance(t, pa.BaseExtensionType):  # uuid: the extension, fixed_size_binary(16) or binary
+            if isinstance(arr.type, pa.BaseExtensionType):
+                arr = arr.storage
+            if not pa.types.is_fixed_size_binary(arr.type) or arr.type.byte_width != 16:
+                if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+                    raise TypeError(f"{node.path}: expected a uuid, got {arr.type}")
+                sizes = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+                bad = np.flatnonzero(np.nan_to_num(sizes.astype(float), nan=16) != 16)
+                if bad.size:
+                    i = int(bad[0])
+                    raise self.fail(f"uuid must be 16 bytes, got {int(sizes[i])}", node.path, place, i)
+                arr = arr.cast(pa.binary(16))
+            return arr
+        if arr.type != t:
+            arr = self.cast(arr, t, node.path, place)
+        return arr
+
+    def cast(self, arr: pa.Array, t: pa.DataType, path: str, place: _Place) -> pa.Array:
+        try:
+            return arr.cast(t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise TypeError(f"{path}: cannot read {arr.type} as {t}: {e}") from None
+
+
+def _fixed_bytes(arr: pa.Array, width: int) -> np.ndarray:
+    """A fixed-width array's values as raw bytes (bool unpacked to a byte per value)."""
+    n = len(arr)
+    if pa.types.is_boolean(arr.type):
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        return np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + n]
+    return np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * width : (arr.offset + n) * width]
+
+
+def _nondefault(spec: MessageSpec, arr: pa.Array, f: Field | None) -> np.ndarray:
+    """Per slot: does the value differ from the field's spec default (Kafka's rule for leaving
+    a tagged field out)? ``f`` None is the unknown-tags map, whose default is empty."""
+
+    def out(mask: pa.Array) -> np.ndarray:
+        return np.asarray(mask.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+
+    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if f is None:
+        return np.diff(_offsets(arr)) > 0
+    d = f.default
+    if d is None:  # a nullable array, struct, string or bytes defaulting to null
+        return valid
+    if f.kind == "array":
+        assert d == [], d  # the spec loader allows only empty or null array defaults
+        return ~valid | (np.diff(_offsets(arr)) > 0)
+    if f.kind == "struct":
+        assert d is STRUCT_DEFAULTS and f.struct is not None
+        fields = {column_name(g.name): g for g in (*f.struct.optional_fields, *f.struct.fields)}
+        mask = ~valid
+        for i in range(arr.type.num_fields):
+            name = arr.type.field(i).name
+            mask |= _nondefault(spec, arr.field(i), fields.get(name)) & valid
+        return mask
+    if f.element == "uuid":
+        storage = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
+        if not pa.types.is_fixed_size_binary(storage.type):
+            storage = storage.cast(pa.binary(16))
+        raw = _fixed_bytes(storage, 16).reshape(-1, 16) if len(arr) else np.zeros((0, 16), np.uint8)
+        default = np.frombuffer(bytes(d), np.uint8)  # type: ignore[call-overload]
+        return ~valid | np.any(raw != default, axis=1)
+    return out(pc.not_equal(arr, pa.scalar(d, arr.type)))
+
+
+# ---- arenas and kernel calls -------------------------------------------------------------------
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class _Inputs:
+    """Every node's pieces in five arenas, with a base per node (-1: none)."""
+
+    def __init__(self, plan: Plan, pieces: dict[int, _Pieces]) -> None:
+        nn = len(plan.nodes)
+        self.fixed_base = np.zeros(nn, np.int64)
+        self.off_base = np.zeros(nn, np.int64)
+        self.data_base = np.zeros(nn, np.int64)
+        self.valid_base = np.full(nn, -1, np.int64)
+        self.present_base = np.full(nn, -1, np.int64)
+        sizes = {"fixed": 0, "offs": 0, "data": 0, "valid": 0, "present": 0}
+        for i, p in pieces.items():
+            for name, arr, base in (
+                ("fixed", p.values, self.fixed_base),
+                ("offs", p.offsets, self.off_base),
+                ("data", p.data, self.data_base),
+                ("valid", p.valid, self.valid_base),
+                ("present", p.present, self.present_base),
+            ):
+                if arr is not None:
+                    base[i] = sizes[name]
+                    sizes[name] += _aligned(arr.size)
+        self.a8 = np.zeros(max(sizes["fixed"], 8), np.uint8)
+        self.offs = np.zeros(max(sizes["offs"], 1), np.int64)
+        self.data = np.zeros(max(sizes["data"], 1), np.uint8)
+        self.valid = np.zeros(max(sizes["valid"], 1), np.uint8)
+        self.present = np.zeros(max(sizes["present"], 1), np.uint8)
+        for i, p in pieces.items():
+            for arr, base, arena in (
+                (p.values, self.fixed_base, self.a8),
+                (p.offsets, self.off_base, self.offs),
+                (p.data, self.data_base, self.data),
+                (p.valid, self.valid_base, self.valid),
+                (p.present, self.present_base, self.present),
+            ):
+                if arr is not None:
+                    arena[base[i] : base[i] + arr.size] = arr
+        self.nbytes = sum(sizes.values())
+
+    def args(self) -> tuple[Any, ...]:
+        a8 = self.a8
+        return (
+            self.fixed_base, self.off_base, self.data_base, self.valid_base, self.present_base,
+            a8, a8.view(np.int16), a8.view(np.int32), a8.view(np.int64),
+            self.offs, self.data, self.valid, self.present,
+        )  # fmt: skip
+
+
+def _owners(plan: Plan) -> np.ndarray:
+    """Per node, the node whose cursor is its slot: the root for top-level fields, a list's
+    element node for the element's subtree (struct children share their parent's slot)."""
+    owner = np.zeros(len(plan.nodes), np.int64)
+
+    def walk(node: Node, own: int) -> None:
+        owner[node.id] = own
+        for c in node.children:
+            walk(c, c.id if node.kind in (LIST, MAP) else own)
+
+    walk(plan.root, plan.root.id)
+    return owner
+
+
+def _what(node: Node) -> str:
+    if node.kind == STRUCT:
+        return "struct"
+    if node.kind == LIST:
+        return "array"
+    return node.field.element if node.field is not None else "value"
+
+
+def _kernel_error(plan: Plan, out: np.ndarray) -> EncodeError:
+    err, row, pc_, d1, run_row = int(out[0]), int(out[1]), int(out[3]), int(out[4]), int(out[15])
+    if err == status.E_SIZE:
+        raise AssertionError(f"pass 2 wrote {d1} bytes for row {row}, pass 1 counted otherwise")
+    idx = [int(x) for x in out[7 : 7 + int(out[6])]]
+    path = plan.indexed_path(pc_, run_row, idx)
+    op = int(plan.code[pc_][0])
+    node = plan.nodes[int(plan.runs[run_row][0]) if run_row >= 0 else int(plan.code[pc_][1])]
+    if err == status.E_NULL:
+        if op == OP["LIST_FIXED"] and d1 > 0:  # element d1 - 1 of the list is null
+            path += f"[{d1 - 1}]"
+            node = node.children[0]
+        reason = f"null in non-nullable {_what(node)} field"
+    else:
+        f = node.field
+        enc = f.encoding_in(plan.version) if f is not None else "?"
+        reason = _REASONS[err].format(d1=d1, enc=enc)
+    return EncodeError(reason, path=path, row=row, message=plan.name, version=plan.version)
+
+
+def encode_batch(
+    specs: SpecSet, data: Any, name: str, version: int, *, threads: int = 1, sizes_only: bool = False
+) -> pa.Array:
+    """See ``arrowkafka.encode`` and ``arrowkafka.encoded_size``."""
+    spec = specs[name]
+    plan = compile_plan(spec, version)
+    struct = _as_struct(data)
+    rows = len(struct)
+    if struct.null_count:
+        i = int(np.argmax(~np.asarray(struct.is_valid().to_numpy(zero_copy_only=False), bool)))
+        raise EncodeError("a null row", row=i, message=name, version=version)
+    flat = _Flattener(plan, spec, version)
+    flat.visit(plan.root, struct, None, _Place())
+    inputs = _Inputs(plan, flat.pieces)
+    owner = _owners(plan)
+    fn = kernel_run(inputs.nbytes, "encode")
+
+    threads = max(1, min(threads, rows // 64 or 1))
+    cuts = np.linspace(0, rows, threads + 1).astype(np.int64)
+    sizes = np.zeros(rows, np.int64)
+    caches = [np.zeros(flat.npresent + 1, np.int64) for _ in range(threads)]
+    stub = np.zeros(1, np.uint8)
+
+    def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:
+        st = np.zeros(status.STATUS_SIZE, np.int64)
+        err = fn(
+            plan.code, plan.runs, plan.tag_table, owner, plan.max_depth, int(cuts[k]), int(cuts[k + 1]), fill,
+            *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64), st,
+        )  # fmt: skip
+        if err:
+            raise _kernel_error(plan, st)
+
+    zeros = np.zeros(rows + 1, np.int64)
+    _each(lambda k: call(k, False, stub, zeros), threads)
+    if sizes_only:
+        return pa.array(sizes, pa.int64())
+    offsets = np.zeros(rows + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError(f"{name} v{version}: over 2 GiB of bodies in one batch; encode smaller batches")
+    out = np.frombuffer(pa.allocate_buffer(max(int(offsets[-1]), 1)), np.uint8)
+    _each(lambda k: call(k, True, out, offsets), threads)
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out[: offsets[-1]])]
+    return pa.Array.from_buffers(pa.binary(), rows, buffers)
+
+
+def _each(fn: Any, threads: int) -> None:
+    if threads == 1:
+        fn(0)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(fn, range(threads)))

@@ -1,0 +1,495 @@
+"""Stage 4, the other way: the encode kernel, one Numba interpreter of the decode plans.
+
+``run`` walks a batch of rows with the same program the decoder reads bytes with, and writes
+bytes instead. It is called twice:
+
+- pass 1 (``fill=False``): checks what the wire cannot hold (a null where the version does not
+  allow one, a value too wide for its KIP-625 encoding, a classic string over 32767 bytes) and
+  sums every message's exact size into ``sizes``; each tagged value's size goes to ``cache``
+  in walk order (Kafka's generator keeps the same cache for the same reason).
+- pass 2 (``fill=True``): writes each message at ``out_starts[i]``, taking tagged-value sizes
+  from ``cache`` in the same order.
+
+Input layout (built by ``arrowkafka.encoder``): every plan node's Arrow array, flattened into
+arenas the way the decoder fills them: fixed-width values in ``a8`` (views a16/a32/a64),
+offsets in ``offs``, var-length bytes in ``data``, validity and tagged-field presence bytes in
+``valid`` and ``present`` (base -1: no nulls / not tagged). A node's slot is the cursor of its
+``owner``: the row for top-level fields, the element index for a list's element subtree
+(struct children share their parent's slot).
+
+What the encoder checks in Python before this runs (vectorised, once per column): fields the
+target version lacks, unknown-tag order and clashes, uuid widths. Kernels never raise; the
+first failure goes to ``status`` as (code, row, -, pc, detail, detail, list depth, list
+indices, ..., FIXED_RUN row), the decoder's layout, so the same code names the field path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .status import (
+    E_LONG_STRING,
+    E_NULL,
+    E_RANGE,
+    E_SIZE,
+    END,
+    F_CALL,
+    F_LIST,
+    F_SECTION,
+    FIXED_RUN,
+    INT,
+    LIST,
+    LIST_FIXED,
+    LIST_NEXT,
+    MAX_INDICES,
+    NSTRUCT,
+    OK,
+    OPTBUF,
+    RET,
+    SECTION_END,
+    STRUCT,
+    TAGGED,
+    TAGS,
+    VARBIN,
+)
+
+
+@njit(inline="always")
+def _get(a8, a16, a32, a64, byte_at, width):
+    """The signed value of ``width`` little-endian bytes at byte offset byte_at."""
+    if width == 1:
+        v = np.int64(a8[byte_at])
+        return v - 256 if v >= 128 else v
+    if width == 2:
+        return np.int64(a16[byte_at >> 1])
+    if width == 4:
+        return np.int64(a32[byte_at >> 2])
+    return np.int64(a64[byte_at >> 3])
+
+
+@njit(inline="always")
+def _put_be(out, pos, v, nbytes):
+    """Write the low ``nbytes`` bytes of int64 ``v`` big-endian at pos."""
+    u = np.uint64(v)
+    for k in range(nbytes - 1, -1, -1):
+        out[pos + k] = np.uint8(u & np.uint64(0xFF))
+        u >>= np.uint64(8)
+
+
+@njit(inline="always")
+def _uvlen(u):
+    """Bytes in the unsigned varint of uint64-valued ``u``."""
+    n = 1
+    u = np.uint64(u)
+    while u >= np.uint64(0x80):
+        u >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@njit(inline="always")
+def _put_uv(out, pos, u):
+    """Write unsigned varint ``u`` at pos -> new pos."""
+    u = np.uint64(u)
+    while u >= np.uint64(0x80):
+        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        pos += 1
+    out[pos] = np.uint8(u)
+    return pos + 1
+
+
+@njit(inline="always")
+def _zigzag(v):
+    return np.uint64((v << 1) ^ (v >> 63))
+
+
+@njit(inline="always")
+def _len_size(kind, n):
+    """Bytes of a length or count (kind 0 int16, 1 int32, 2 compact N+1; n == -1 is null)."""
+    if kind == 0:
+        return 2
+    if kind == 1:
+        return 4
+    return _uvlen(n + 1)
+
+
+@njit(inline="always")
+def _put_len(out, pos, kind, n):
+    if kind == 0:
+        _put_be(out, pos, n, 2)
+        return pos + 2
+    if kind == 1:
+        _put_be(out, pos, n, 4)
+        return pos + 4
+    return _put_uv(out, pos, n + 1)
+
+
+@njit(inline="always")
+def _entry_size(optbuf, tag, n):
+    """Header bytes of a tagged entry (tag, size) or a draft optional entry (size, int16 tag)."""
+    if optbuf:
+        return _uvlen(_zigzag(np.int64(n))) + 2
+    return _uvlen(tag) + _uvlen(n)
+
+
+@njit(inline="always")
+def _put_entry(out, pos, optbuf, tag, n):
+    if optbuf:
+        pos = _put_uv(out, pos, _zigzag(np.int64(n)))
+        _put_be(out, pos, tag, 2)
+        return pos + 2
+    pos = _put_uv(out, pos, tag)
+    return _put_uv(out, pos, n)
+
+
+@njit(inline="always")
+def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, data_base, a32, offs, data):
+    """Size of (and with ``fill``, write) unknown-tag entry ``e`` of a map: raw bytes kept."""
+    tag = np.int64(np.uint32(a32[(fixed_base[keynode] >> 2) + e]))
+    b0 = np.int64(offs[off_base[valnode] + e])
+    n = np.int64(offs[off_base[valnode] + e + 1]) - b0
+    if not fill:
+        return pos + _entry_size(optbuf, tag, n) + n
+    pos = _put_entry(out, pos, optbuf, tag, n)
+    src = data_base[valnode] + b0
+    out[pos : pos + n] = data[src : src + n]
+    return pos + n
+
+
+@njit(cache=True, nogil=True)
+def run(
+    code,
+    runs,
+    tag_table,
+    owner,
+    max_depth,
+    first,
+    last,
+    fill,
+    fixed_base,
+    off_base,
+    data_base,
+    valid_base,
+    present_base,
+    a8,
+    a16,
+    a32,
+    a64,
+    offs,
+    data,
+    valid,
+    present,
+    out,
+    out_starts,
+    sizes,
+    cache,
+    cache_at,
+    status,
+):
+    """Encode rows ``first..last-1`` (see the module docstring). Returns 0, or the error code
+    of the first failure (pass 1 only: pass 2 meets no input pass 1 did not check)."""
+    nnodes = owner.shape[0]
+    cur = np.zeros(nnodes, dtype=np.int64)
+    stack = np.zeros((max_depth, 6), dtype=np.int64)
+    ci = cache_at[0]
+    i = first
+    while i < last:
+        cur[0] = i
+        pos = out_starts[i] if fill else np.int64(0)
+        sp = 0
+        pc = 0
+        err = OK
+        run_row = -1
+        d1 = np.int64(0)
+        while True:
+            op = code[pc, 0]
+            node = code[pc, 1]
+            if op == FIXED_RUN:
+                r0 = code[pc, 2]
+                rn = code[pc, 3]
+                if fill:
+                    p = pos
+                    for r in range(r0, r0 + rn):
+                        nd = runs[r, 0]
+                        wb = runs[r, 2]
+                        w = runs[r, 3]
+                        at = fixed_base[nd] + cur[owner[nd]] * w
+                        if runs[r, 1] == 4:  # uuid
+                            out[p : p + 16] = a8[at : at + 16]
+                        elif runs[r, 1] == 3:  # bool
+                            out[p] = 1 if a8[at] != 0 else 0
+                        else:
+                            _put_be(out, p, _get(a8, a16, a32, a64, at, w), wb)
+                        p += wb
+                else:
+                    for r in range(r0, r0 + rn):
+                        nd = runs[r, 0]
+                        wb = runs[r, 2]
+                        w = runs[r, 3]
+                        slot = cur[owner[nd]]
+                        if valid_base[nd] >= 0 and valid[valid_base[nd] + slot] == 0:
+                            err = E_NULL
+                            run_row = r
+                            break
+                        if wb < w and runs[r, 1] == 0:  # KIP-625: an int64 written as fixed32
+                            v = _get(a8, a16, a32, a64, fixed_base[nd] + slot * w, w)
+                            half = np.int64(1) << np.int64(wb * 8 - 1)
+                            if v < -half or v >= half:
+                                err = E_RANGE
+                                run_row = r
+                                d1 = v
+                                break
+                    if err != OK:
+                        break
+                pos += code[pc, 4]
+                pc += 1
+            elif op == INT:  # KIP-625 varints: 2 zigzag, 3 unsigned
+                slot = cur[owner[node]]
+                bits = code[pc, 3]
+                w = code[pc, 4]
+                if valid_base[node] >= 0 and valid[valid_base[node] + slot] == 0:
+                    err = E_NULL
+                    break
+                v = _get(a8, a16, a32, a64, fixed_base[node] + slot * w, w)
+                if bits < 64:
+                    half = np.int64(1) << np.int64(bits - 1)
+                    if v < -half or v >= half:
+                        err = E_RANGE
+                        d1 = v
+                        break
+                if code[pc, 2] == 2:
+                    u = _zigzag(v)
+                else:
+                    u = np.uint64(v)
+                    if bits < 64:
+                        u &= (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+                if fill:
+                    pos = _put_uv(out, pos, u)
+                else:
+                    pos += _uvlen(u)
+                pc += 1
+            elif op == VARBIN:
+                slot = cur[owner[node]]
+                kind = code[pc, 2]
+                if valid_base[node] >= 0 and valid[valid_base[node] + slot] == 0:
+                    if code[pc, 3] == 0:
+                        err = E_NULL
+                        break
+                    if fill:
+                        pos = _put_len(out, pos, kind, -1)
+                    else:
+                        pos += _len_size(kind, -1)
+                else:
+                    b0 = np.int64(offs[off_base[node] + slot])
+                    n = np.int64(offs[off_base[node] + slot + 1]) - b0
+                    if kind == 0 and n > 32767:
+                        err = E_LONG_STRING
+                        d1 = n
+                        break
+                    if fill:
+                        pos = _put_len(out, pos, kind, n)
+                        src = data_base[node] + b0
+                        out[pos : pos + n] = data[src : src + n]
+                        pos += n
+                    else:
+                        pos += _len_size(kind, n) + n
+                pc += 1
+            elif op == LIST or op == LIST_FIXED:
+                slot = cur[owner[node]]
+                kind = code[pc, 2] if op == LIST else code[pc, 3]
+                nullable = code[pc, 3] if op == LIST else code[pc, 4]
+                after = code[pc, 5] if op == LIST else pc + 1
+                if valid_base[node] >= 0 and valid[valid_base[node] + slot] == 0:
+                    if nullable == 0:
+                        err = E_NULL
+                        break
+                    if fill:
+                        pos = _put_len(out, pos, kind, -1)
+                    else:
+                        pos += _len_size(kind, -1)
+                    pc = after
+                    continue
+                e0 = np.int64(offs[off_base[node] + slot])
+                n = np.int64(offs[off_base[node] + slot + 1]) - e0
+                if fill:
+                    pos = _put_len(out, pos, kind, n)
+                else:
+                    pos += _len_size(kind, n)
+                if op == LIST_FIXED:
+                    child = code[pc, 2]
+                    ek = code[pc, 5]
+                    eb = code[pc, 6]
+                    if not fill:
+                        if valid_base[child] >= 0:
+                            for k in range(n):
+                                if valid[valid_base[child] + e0 + k] == 0:
+                                    err = E_NULL
+                                    d1 = k + 1  # 0 would be the list itself
+                                    break
+                            if err != OK:
+                                break
+                    else:
+                        at = fixed_base[child] + e0 * eb
+                        if ek == 4:  # uuid
+                            out[pos : pos + n * 16] = a8[at : at + n * 16]
+                        elif ek == 3:  # bool
+                            for k in range(n):
+                                out[pos + k] = 1 if a8[at + k] != 0 else 0
+                        elif eb == 4:
+                            for k in range(n):
+                                _put_be(out, pos + k * 4, a32[(at >> 2) + k], 4)
+                        elif eb == 8:
+                            for k in range(n):
+                                _put_be(out, pos + k * 8, a64[(at >> 3) + k], 8)
+                        elif eb == 2:
+                            for k in range(n):
+                                _put_be(out, pos + k * 2, a16[(at >> 1) + k], 2)
+                        else:
+                            out[pos : pos + n] = a8[at : at + n]
+                    pos += n * eb
+                    pc += 1
+                elif n > 0:
+                    cur[node + 1] = e0  # pre-order: a list's only child comes next
+                    stack[sp, 0] = F_LIST
+                    stack[sp, 1] = pc + 1
+                    stack[sp, 2] = n
+                    stack[sp, 3] = n
+                    stack[sp, 4] = after
+                    sp += 1
+                    pc += 1
+                else:
+                    pc = after
+            elif op == LIST_NEXT:
+                top = sp - 1
+                stack[top, 2] -= 1
+                if stack[top, 2] > 0:
+                    cur[node + 1] += 1
+                    pc = stack[top, 1]
+                else:
+                    pc = stack[top, 4]
+                    sp -= 1
+            elif op == STRUCT:
+                if valid_base[node] >= 0 and valid[valid_base[node] + cur[owner[node]]] == 0:
+                    err = E_NULL
+                    break
+                pc += 1
+            elif op == NSTRUCT:
+                is_present = valid_base[node] < 0 or valid[valid_base[node] + cur[owner[node]]] != 0
+                if code[pc, 2] == 0:  # int8 -1 / 1
+                    if fill:
+                        out[pos] = 1 if is_present else 0xFF
+                    pos += 1
+                else:  # in a tagged field: uvarint 0 / 1
+                    if fill:
+                        out[pos] = 1 if is_present else 0
+                    pos += 1
+                pc = pc + 1 if is_present else code[pc, 3]
+            elif op == TAGS or op == OPTBUF:
+                optbuf = op == OPTBUF
+                keynode = code[pc, 2]
+                valnode = code[pc, 3]
+                slot = cur[owner[node]]
+                u0 = np.int64(offs[off_base[node] + slot])
+                u1 = np.int64(offs[off_base[node] + slot + 1])
+                if not optbuf:
+                    count = u1 - u0
+                    for k in range(code[pc, 5]):  # the TAGGED rows follow
+                        tn = code[pc + 1 + k, 1]
+                        if present[present_base[tn] + cur[owner[tn]]] != 0:
+                            count += 1
+                    if fill:
+                        pos = _put_uv(out, pos, count)
+                    else:
+                        pos += _uvlen(count)
+                if code[pc, 6] != 0:  # no known tags: the unknown ones, then done
+                    for e in range(u0, u1):
+                        pos = _unknown(out, pos, fill, optbuf, e, keynode, valnode,
+                                       fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
+                    if optbuf:
+                        if fill:
+                            out[pos] = 0
+                        pos += 1
+                    pc += 1
+                    continue
+                stack[sp, 0] = F_SECTION
+                stack[sp, 1] = pc
+                stack[sp, 2] = u0
+                stack[sp, 3] = u1
+                sp += 1
+                pc += 1
+            elif op == TAGGED:
+                top = sp - 1
+                spc = stack[top, 1]
+                optbuf = code[spc, 0] == OPTBUF
+                keynode = code[spc, 2]
+                valnode = code[spc, 3]
+                tag = np.int64(code[pc, 2])
+                # unknown tags below this one go first: the section is in ascending tag order
+                while stack[top, 2] < stack[top, 3]:
+                    e = stack[top, 2]
+                    if np.int64(np.uint32(a32[(fixed_base[keynode] >> 2) + e])) > tag:
+                        break
+                    pos = _unknown(out, pos, fill, optbuf, e, keynode, valnode,
+                                   fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
+                    stack[top, 2] = e + 1
+                if present[present_base[node] + cur[owner[node]]] == 0:
+                    pc += 1
+                    continue
+                stack[sp, 0] = F_CALL
+                stack[sp, 1] = pc + 1
+                stack[sp, 2] = ci
+                stack[sp, 3] = pos
+                stack[sp, 4] = tag
+                stack[sp, 5] = 1 if optbuf else 0
+                sp += 1
+                if fill:
+                    pos = _put_entry(out, pos, optbuf, tag, cache[ci])
+                ci += 1
+                pc = code[pc, 3]
+            elif op == RET:
+                sp -= 1
+                if not fill:  # the value's size is known now: its header comes before it
+                    n = pos - stack[sp, 3]
+                    cache[stack[sp, 2]] = n
+                    pos += _entry_size(stack[sp, 5] != 0, stack[sp, 4], n)
+                pc = stack[sp, 1]
+            elif op == SECTION_END:
+                sp -= 1
+                spc = stack[sp, 1]
+                optbuf = code[spc, 0] == OPTBUF
+                for e in range(stack[sp, 2], stack[sp, 3]):
+                    pos = _unknown(out, pos, fill, optbuf, e, code[spc, 2], code[spc, 3],
+                                   fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
+                if optbuf:
+                    if fill:
+                        out[pos] = 0
+                    pos += 1
+                pc += 1
+            elif op == END:
+                if fill and pos != out_starts[i + 1]:
+                    err = E_SIZE
+                    d1 = pos - out_starts[i]
+                break
+            else:  # DEF_*: a column the wire of this version does not carry
+                pc += 1
+        if err == OK:
+            if not fill:
+                sizes[i] = pos
+            i += 1
+            continue
+        status[0] = err
+        status[1] = i
+        status[3] = pc
+        status[4] = d1
+        depth = 0
+        for k in range(sp):
+            if stack[k, 0] == F_LIST and depth < MAX_INDICES:
+                status[7 + depth] = stack[k, 3] - stack[k, 2]
+                depth += 1
+        status[6] = depth
+        status[15] = run_row
+        return err
+    cache_at[0] = ci
+    return OK
