@@ -68,41 +68,43 @@ def _get(a8, a16, a32, a64, byte_at, width):
     return np.int64(a64[byte_at >> 3])
 
 
+# Values travel as int64 (a uint64 varint above 2^63 as its negative two's complement), so the
+# same code runs compiled and as plain Python: >> 7 then masks off the sign to shift logically.
+_LOW57 = (1 << 57) - 1
+
+
 @njit(inline="always")
 def _put_be(out, pos, v, nbytes):
     """Write the low ``nbytes`` bytes of int64 ``v`` big-endian at pos."""
-    u = np.uint64(v)
     for k in range(nbytes - 1, -1, -1):
-        out[pos + k] = np.uint8(u & np.uint64(0xFF))
-        u >>= np.uint64(8)
+        out[pos + k] = v & 0xFF
+        v >>= 8
 
 
 @njit(inline="always")
-def _uvlen(u):
-    """Bytes in the unsigned varint of uint64-valued ``u``."""
+def _uvlen(v):
+    """Bytes in the unsigned varint of ``v`` (int64 read as unsigned)."""
     n = 1
-    u = np.uint64(u)
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
+    while v < 0 or v >= 0x80:
+        v = (v >> 7) & _LOW57
         n += 1
     return n
 
 
 @njit(inline="always")
-def _put_uv(out, pos, u):
-    """Write unsigned varint ``u`` at pos -> new pos."""
-    u = np.uint64(u)
-    while u >= np.uint64(0x80):
-        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
+def _put_uv(out, pos, v):
+    """Write ``v`` (int64 read as unsigned) as an unsigned varint at pos -> new pos."""
+    while v < 0 or v >= 0x80:
+        out[pos] = (v & 0x7F) | 0x80
+        v = (v >> 7) & _LOW57
         pos += 1
-    out[pos] = np.uint8(u)
+    out[pos] = v
     return pos + 1
 
 
 @njit(inline="always")
 def _zigzag(v):
-    return np.uint64((v << 1) ^ (v >> 63))
+    return (v << 1) ^ (v >> 63)
 
 
 @njit(inline="always")
@@ -130,14 +132,14 @@ def _put_len(out, pos, kind, n):
 def _entry_size(optbuf, tag, n):
     """Header bytes of a tagged entry (tag, size) or a draft optional entry (size, int16 tag)."""
     if optbuf:
-        return _uvlen(_zigzag(np.int64(n))) + 2
+        return _uvlen(2 * n) + 2
     return _uvlen(tag) + _uvlen(n)
 
 
 @njit(inline="always")
 def _put_entry(out, pos, optbuf, tag, n):
     if optbuf:
-        pos = _put_uv(out, pos, _zigzag(np.int64(n)))
+        pos = _put_uv(out, pos, 2 * n)
         _put_be(out, pos, tag, 2)
         return pos + 2
     pos = _put_uv(out, pos, tag)
@@ -147,7 +149,7 @@ def _put_entry(out, pos, optbuf, tag, n):
 @njit(inline="always")
 def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, data_base, a32, offs, data):
     """Size of (and with ``fill``, write) unknown-tag entry ``e`` of a map: raw bytes kept."""
-    tag = np.int64(np.uint32(a32[(fixed_base[keynode] >> 2) + e]))
+    tag = np.int64(a32[(fixed_base[keynode] >> 2) + e]) & 0xFFFFFFFF
     b0 = np.int64(offs[off_base[valnode] + e])
     n = np.int64(offs[off_base[valnode] + e + 1]) - b0
     if not fill:
@@ -261,10 +263,10 @@ def run(
                         break
                 if code[pc, 2] == 2:
                     u = _zigzag(v)
+                elif bits < 64:
+                    u = v & ((np.int64(1) << bits) - 1)
                 else:
-                    u = np.uint64(v)
-                    if bits < 64:
-                        u &= (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+                    u = v
                 if fill:
                     pos = _put_uv(out, pos, u)
                 else:
@@ -429,7 +431,7 @@ def run(
                 # unknown tags below this one go first: the section is in ascending tag order
                 while stack[top, 2] < stack[top, 3]:
                     e = stack[top, 2]
-                    if np.int64(np.uint32(a32[(fixed_base[keynode] >> 2) + e])) > tag:
+                    if np.int64(a32[(fixed_base[keynode] >> 2) + e]) & 0xFFFFFFFF > tag:
                         break
                     pos = _unknown(out, pos, fill, optbuf, e, keynode, valnode,
                                    fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
