@@ -29,7 +29,7 @@ from .kernels import status
 from .kernels.tiers import kernel_run
 from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan
 from .reference import default_value
-from .schema import UNKNOWN_TAGS, VERSION_COLUMN, column_name
+from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name
 from .spec import STRUCT_DEFAULTS, Field, MessageSpec
 
 if TYPE_CHECKING:
@@ -138,7 +138,6 @@ class _Flattener:
             for r in code
             if r[0] in (OP["TAGS"], OP["OPTBUF"])
         }
-        self.npresent = 0
 
     def fail(self, reason: str, node_path: str, place: _Place, slot: int) -> EncodeError:
         row, indices = place.locate(slot)
@@ -156,7 +155,6 @@ class _Flattener:
         if node.id in self.tagged:
             assert node.field is not None
             p.present = _nondefault(self.spec, arr, node.field).astype(np.uint8)
-            self.npresent += int(p.present.sum())
         if node.kind == FIXED:
             p.values = _fixed_bytes(arr, node.width)
         elif node.kind == VARBIN:
@@ -253,10 +251,23 @@ class _Flattener:
                 value = [] if child.field is None else default_value(self.spec, child.field, self.version)
                 one = pa.array([value], child.type)
                 self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
+        if TAGS_PRESENT in names and TAGS_PRESENT in targets:
+            self.listed(node, arr.field(TAGS_PRESENT))
         root = node is self.plan.root
         extra = [n for n in names if n not in targets and not (root and n == VERSION_COLUMN)]
         if extra:
             self.absent(node, arr, extra, keep, place)
+
+    def listed(self, node: Node, lists: pa.Array) -> None:
+        """Known tagged fields ``_tags_present`` lists are written even at their default."""
+        offs = _offsets(lists)
+        tags = lists.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+        tags = np.asarray(tags.to_numpy(zero_copy_only=False), np.int64)
+        slot_of = np.repeat(np.arange(len(lists)), np.diff(offs))
+        for child in node.children:
+            p = self.pieces.get(child.id)
+            if p is not None and p.present is not None and child.field is not None:
+                p.present[slot_of[tags == child.field.tag]] = 1
 
     def absent(
         self, node: Node, arr: pa.Array, names: list[str], live: np.ndarray | None, place: _Place
@@ -268,6 +279,8 @@ class _Flattener:
         for name in names:
             path = f"{node.path}.{name}"
             f = fields.get(name)
+            if name == TAGS_PRESENT:
+                continue  # which tags were on the wire: nothing to keep where there are none
             if f is None and name != UNKNOWN_TAGS:
                 reason = f"{self.spec.name} has no field {name!r}"
                 raise EncodeError(reason, path=path, message=self.spec.name, version=self.version)
@@ -470,7 +483,9 @@ def encode_batch(
     threads = max(1, min(threads, rows // 64 or 1))
     cuts = np.linspace(0, rows, threads + 1).astype(np.int64)
     sizes = np.zeros(rows, np.int64)
-    caches = [np.zeros(flat.npresent + 1, np.int64) for _ in range(threads)]
+    # one size per tagged value written, at most one per present byte
+    npresent = sum(int(p.present.sum()) for p in flat.pieces.values() if p.present is not None)
+    caches = [np.zeros(npresent + 1, np.int64) for _ in range(threads)]
     stub = np.zeros(1, np.uint8)
 
     def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:

@@ -26,7 +26,7 @@ from typing import cast
 import numpy as np
 import pyarrow as pa
 
-from .schema import UNKNOWN_TAGS, VERSION_COLUMN, column_name, message_schema
+from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, message_schema
 from .spec import Field, MessageSpec, Struct
 
 __all__ = ["Node", "Plan", "compile_plan", "OPS"]
@@ -44,7 +44,8 @@ OPS = [
     "STRUCT",  # node: one slot (validity 1 if the node has validity)
     "NSTRUCT",  # node, marker (0 int8 -1/1, 1 uvarint 0/1), pc after body, default pc
     # map node, key node, value node, known-tags table start, count, no-frame flag (1 when
-    # no tag is known: unknown tags are kept and no TAGGED/SECTION_END follows)
+    # no tag is known: unknown tags are kept and no TAGGED/SECTION_END follows), the struct's
+    # _tags_present list node (-1: none): known tags seen are appended to it
     "TAGS",
     "OPTBUF",  # same, for the draft's optional-field buffer
     "TAGGED",  # node of the field, tag, value pc, default pc
@@ -155,6 +156,10 @@ class _NodeBuilder:
 
     def for_type(self, f: Field | None, pa_field: pa.Field, path: str, struct: Struct | None) -> Node:
         t = pa_field.type
+        if pa_field.name == TAGS_PRESENT:
+            node = self.new(LIST, t, False, path)
+            node.children = [self.new(FIXED, pa.uint32(), False, path + "[]", width=4)]
+            return node
         if pa.types.is_struct(t):
             node = self.new(STRUCT, t, pa_field.nullable, path, field=f, struct=struct)
             assert struct is not None
@@ -282,8 +287,10 @@ class _Emitter:
 
     @staticmethod
     def default_of(node: Node) -> object:
-        """The spec default of a field's node (None for the unknown-tags map: empty)."""
-        return None if node.field is None else node.field.default
+        """The spec default of a field's node (the unknown-tags map and _tags_present: empty)."""
+        if node.field is None:
+            return [] if node.kind == LIST else None
+        return node.field.default
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -292,9 +299,12 @@ class _Emitter:
         v, spec = self.v, self.spec
         children = {c.path.rsplit(".", 1)[-1]: c for c in node.children}
         unknown = children.get(UNKNOWN_TAGS)
+        # one section per struct records the known tags it saw (the optional buffer, if both)
+        present = children.get(TAGS_PRESENT)
         if spec.has_optional_buffer(v):
             assert unknown is not None
-            self.section("OPTBUF", s.optional_fields, children, unknown, node.path)
+            self.section("OPTBUF", s.optional_fields, children, unknown, present, node.path)
+            present = None
         else:
             for f in s.optional_fields:
                 child = children.get(column_name(f.name))
@@ -313,21 +323,33 @@ class _Emitter:
                 self.value(f, child, tagged=False)
         if spec.is_flexible(v):
             assert unknown is not None
-            self.section("TAGS", tuple(tagged), children, unknown, node.path)
-        elif unknown is not None and not spec.has_optional_buffer(v):
-            self.emit("DEF_MAP", unknown.id, path=unknown.path)
+            self.section("TAGS", tuple(tagged), children, unknown, present, node.path)
+        else:
+            if unknown is not None and not spec.has_optional_buffer(v):
+                self.emit("DEF_MAP", unknown.id, path=unknown.path)
+            if present is not None:
+                self.emit("DEF_LIST", present.id, 0, path=present.path)
 
     def section(
-        self, op: str, fields: tuple[Field, ...], children: dict[str, Node], unknown: Node, path: str
+        self,
+        op: str,
+        fields: tuple[Field, ...],
+        children: dict[str, Node],
+        unknown: Node,
+        present: Node | None,
+        path: str,
     ) -> None:
         ordered = sorted(fields, key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
         start = len(self.tag_table)
         self.tag_table += [f.tag for f in ordered]  # type: ignore[misc]
         key, val = unknown.children
         if not ordered:  # nothing to look up later: scan it, keep unknown tags, move on
-            self.emit(op, unknown.id, key.id, val.id, start, 0, 1, path=path)
+            self.emit(op, unknown.id, key.id, val.id, start, 0, 1, -1, path=path)
+            if present is not None:  # (no known tag in this version: none present)
+                self.emit("DEF_LIST", present.id, 0, path=present.path)
             return
-        self.emit(op, unknown.id, key.id, val.id, start, len(ordered), 0, path=path)
+        pid = present.id if present is not None else -1
+        self.emit(op, unknown.id, key.id, val.id, start, len(ordered), 0, pid, path=path)
         for f in ordered:
             child = children[column_name(f.name)]
             pc = self.emit("TAGGED", child.id, f.tag or 0, 0, 0, path=child.path)

@@ -13,7 +13,9 @@ KIP-893:
 - classic STRING int16 length (-1 null), BYTES/records int32 length (-1 null), ARRAY int32
   count (-1 null); in flexible versions the compact forms: unsigned varint N+1, 0 = null;
 - in flexible versions every struct ends with a tag section: unsigned varint count, then per
-  field unsigned varint tag, unsigned varint size, value; tags ascending;
+  field unsigned varint tag, unsigned varint size, value; tags ascending; a known tagged
+  field equal to its default is left out unless ``_tags_present`` lists it (decoding lists
+  every known tag it saw);
 - KIP-893 nullable struct: int8 -1 (null) / 1 before the struct; unsigned varint 0/1 when the
   struct is a tagged field;
 - KIP-625: ``fixedN`` big-endian N bits, ``packedN`` zigzag varint, ``upackedN`` unsigned
@@ -31,7 +33,7 @@ import uuid as _uuid
 from typing import Any
 
 from .errors import Corrupt, DecodeError, EncodeError, Truncated
-from .schema import UNKNOWN_TAGS, column_name
+from .schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, has_tags_present
 from .spec import STRUCT_DEFAULTS, Field, MessageSpec, Struct
 
 __all__ = ["decode", "encode", "default_value"]
@@ -217,6 +219,7 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
     v, spec = r.version, r.spec
     out: dict[str, Any] = {}
     unknown: list[tuple[int, bytes]] = []
+    seen_tags: list[int] = []  # known tags on the wire, for _tags_present
     optional_values: dict[str, Any] = {}
     if spec.has_optional_buffer(v):
         known = {f.tag: f for f in s.optional_fields}
@@ -237,6 +240,7 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
             if f is None:
                 unknown.append((tag, body))
                 continue
+            seen_tags.append(tag)
             sub = _Reader(body, spec, v, r.index)
             fpath = f"{path}.{column_name(f.name)}"
             try:
@@ -272,6 +276,8 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
                 unknown.append((tag, body))
                 continue
             fpath = f"{path}.{column_name(f.name)}"
+            if not spec.has_optional_buffer(v):  # (the optional buffer's, if both, are kept)
+                seen_tags.append(tag)
             sub = _Reader(body, spec, v, r.index)
             try:
                 out[column_name(f.name)] = _read_value(sub, f, fpath, tagged=True)
@@ -285,6 +291,8 @@ def _read_struct(r: _Reader, s: Struct, path: str) -> dict[str, Any]:
         for f in tagged_fields.values():
             if f.name not in seen:
                 out[column_name(f.name)] = default_value(spec, f, v)
+    if has_tags_present(spec, s, [v]):
+        out[TAGS_PRESENT] = seen_tags
     if spec.is_flexible(v) or spec.has_optional_buffer(v):
         out[UNKNOWN_TAGS] = unknown
     return out
@@ -328,6 +336,8 @@ def default_struct(spec: MessageSpec, s: Struct, version: int | None) -> dict[st
             in_some = in_some and any(spec.has_optional_buffer(v) for v in versions)
         if in_some:
             out[column_name(f.name)] = default_value(spec, f, version)
+    if has_tags_present(spec, s, versions):
+        out[TAGS_PRESENT] = []
     if any(spec.is_flexible(v) or spec.has_optional_buffer(v) for v in versions):
         out[UNKNOWN_TAGS] = []
     return out
@@ -443,12 +453,13 @@ def _write_struct(w: _Writer, s: Struct, value: dict[str, Any], path: str) -> by
     v, spec = w.version, w.spec
     out: list[bytes] = []
     unknown = dict(value.get(UNKNOWN_TAGS) or [])
+    listed = set(value.get(TAGS_PRESENT) or [])  # written even at their default
     if spec.has_optional_buffer(v):
         entries: dict[int, bytes] = {tag: bytes(raw) for tag, raw in unknown.items()}
         for f in s.optional_fields:
             col = column_name(f.name)
             item = value.get(col, default_value(spec, f, v))
-            if item == default_value(spec, f, v):
+            if item == default_value(spec, f, v) and f.tag not in listed:
                 continue
             entries[f.tag] = _write_value(w, f, item, f"{path}.{col}", tagged=False)  # type: ignore[index]
         for tag in sorted(entries):
@@ -460,7 +471,7 @@ def _write_struct(w: _Writer, s: Struct, value: dict[str, Any], path: str) -> by
         fpath = f"{path}.{col}"
         item = value.get(col, default_value(spec, f, v)) if f.tagged_in(v) else value.get(col)
         if f.tagged_in(v):
-            if item == default_value(spec, f, v):
+            if item == default_value(spec, f, v) and (f.tag not in listed or spec.has_optional_buffer(v)):
                 continue  # as Kafka does: a tagged field equal to its default is left out
             tagged[f.tag] = _write_value(w, f, item, fpath, tagged=True)  # type: ignore[index]
         else:

@@ -20,6 +20,11 @@ struct / []struct       struct / list<struct>          field order as on the wir
 tagged field            an ordinary column             absent on the wire -> the spec default
 unknown tagged fields   ``_unknown_tags``              map<uint32, binary> in every struct of a
                                                        flexible version: tag -> raw value bytes
+known tags on the wire  ``_tags_present``              list<uint32>, ascending, in a struct with
+                                                       known tagged (or draft optional) fields:
+                                                       which were on the wire, even at their
+                                                       default (Kafka leaves those out, some
+                                                       peers do not): encoding keeps them
 ======================  =============================  ==========================================
 
 Column names are the spec names in snake_case (``ThrottleTimeMs`` -> ``throttle_time_ms``);
@@ -43,8 +48,10 @@ from .errors import SpecError
 from .spec import Field, MessageSpec, Struct
 
 __all__ = [
+    "TAGS_PRESENT",
     "UNKNOWN_TAGS",
     "VERSION_COLUMN",
+    "has_tags_present",
     "column_name",
     "message_schema",
     "primitive_type",
@@ -52,6 +59,7 @@ __all__ = [
 ]
 
 UNKNOWN_TAGS = "_unknown_tags"
+TAGS_PRESENT = "_tags_present"
 VERSION_COLUMN = "_version"
 
 _PRIMITIVE = {
@@ -85,6 +93,28 @@ def primitive_type(element: str) -> pa.DataType:
 
 def unknown_tags_type() -> pa.DataType:
     return pa.map_(pa.uint32(), pa.field("value", pa.binary(), nullable=False))
+
+
+def has_tags_present(spec: MessageSpec, struct: Struct, versions: Sequence[int]) -> bool:
+    """Does the struct get a ``_tags_present`` column over these versions: does any of them
+    carry a known tagged field (or a draft optional field) of it?"""
+    return any(
+        (spec.is_flexible(v) and any(f.tagged_in(v) and f.present_in(v) for f in struct.fields))
+        or (spec.has_optional_buffer(v) and bool(struct.optional_fields))
+        for v in versions
+    )
+
+
+def _tags_present_field() -> pa.Field:
+    return pa.field(
+        TAGS_PRESENT,
+        pa.list_(pa.field("item", pa.uint32(), nullable=False)),
+        nullable=False,
+        metadata={
+            "kafka.about": "Known tagged fields that were on the wire, ascending, even at their default; "
+            "encoding writes these back."
+        },
+    )
 
 
 def _unknown_tags_field() -> pa.Field:
@@ -150,6 +180,8 @@ class _Builder:
                 f.default is None and len(present) < len(versions)
             )
             out.append(pa.field(col, self.field_type(f, present, f"{path}.{f.name}"), nullable, _metadata(f)))
+        if has_tags_present(self.spec, struct, versions):
+            out.append(_tags_present_field())
         if any(self.spec.is_flexible(v) or self.spec.has_optional_buffer(v) for v in versions):
             out.append(_unknown_tags_field())
         return out

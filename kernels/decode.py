@@ -499,6 +499,7 @@ def run(
                 valnode = code[pc, 3]
                 tstart = code[pc, 4]
                 tn = code[pc, 5]
+                pnode = code[pc, 7]
                 count = np.int64(-1)
                 if op == TAGS:
                     cv, pos, err = _uvarint(data, pos, end, 32)
@@ -553,6 +554,10 @@ def run(
                     for t in range(tstart, tstart + tn):
                         if tag_table[t] == tag:
                             known = True
+                    if known and pnode >= 0:  # recorded, so encoding writes it back
+                        if fill:
+                            a32[(fixed_base[pnode + 1] >> 2) + counts[pnode + 1]] = np.int32(tag)
+                        counts[pnode + 1] += 1
                     if not known:
                         if fill:
                             a32[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
@@ -569,6 +574,10 @@ def run(
                 if fill:
                     offs[off_base[node] + counts[node] + 1] = np.int32(counts[keynode])
                 counts[node] += 1
+                if pnode >= 0:
+                    if fill:
+                        offs[off_base[pnode] + counts[pnode] + 1] = np.int32(counts[pnode + 1])
+                    counts[pnode] += 1
                 if code[pc, 6] != 0:  # no known tags: no frame, nothing to look up
                     pc += 1
                     continue

@@ -9,7 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from arrowkafka.schema import UNKNOWN_TAGS, column_name
+from arrowkafka.reference import default_value
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, has_tags_present
 from arrowkafka.spec import Field, MessageSpec, Struct
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -88,7 +89,25 @@ def struct_value(
         known |= {f.tag for f in s.optional_fields}
         tags = _unknown_tags({t for t in known if t is not None}, spec.has_optional_buffer(version))
         parts[UNKNOWN_TAGS] = tags if unknown else st.just([])
-    return st.fixed_dictionaries(parts)
+    if not has_tags_present(spec, s, [version]):
+        return st.fixed_dictionaries(parts)
+    # Known tags written although at their default (as some peers do), then every tag the
+    # value writes: what decoding lists in _tags_present.
+    if spec.has_optional_buffer(version):
+        listable = list(s.optional_fields)
+    else:
+        listable = [f for f in s.fields_in(version) if f.tagged_in(version)]
+    tags = sorted(f.tag for f in listable if f.tag is not None)
+    parts[TAGS_PRESENT] = st.lists(st.sampled_from(tags), unique=True) if unknown and tags else st.just([])
+
+    def written(value: dict[str, Any]) -> dict[str, Any]:
+        on_wire = set(value[TAGS_PRESENT])
+        for f in listable:
+            if value[column_name(f.name)] != default_value(spec, f, version):
+                on_wire.add(f.tag)
+        return {**value, TAGS_PRESENT: sorted(on_wire)}
+
+    return st.fixed_dictionaries(parts).map(written)
 
 
 def message_value(

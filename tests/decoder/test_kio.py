@@ -97,6 +97,12 @@ def agree(ours: Any, theirs: Any, path: str = "$") -> int:
     return 1
 
 
+# Pairs whose layout differs between kio's spec revision and ours: not the same message.
+OTHER_LAYOUT = {
+    # kio's PartitionResult has LeaderEpoch in v0; Kafka's spec at our pinned commit does not
+    ("ReadShareGroupStateSummaryResponse", 0),
+}
+
 SPECS = ak.load_specs()
 PAIRS = [
     (name, v)
@@ -104,6 +110,7 @@ PAIRS = [
     if SPECS[name].type in ("request", "response")
     and (SPECS[name].type, SPECS[name].api_key, v) in kio_classes()
     and not (SPECS[name].latest_version_unstable and v == SPECS[name].valid_versions.hi)
+    and (name, v) not in OTHER_LAYOUT
 ]
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import arrowkafka as ak
 from arrowkafka import reference as ref
-from arrowkafka.schema import UNKNOWN_TAGS, VERSION_COLUMN, column_name
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name
 from arrowkafka.spec import MessageSpec, Struct
 from arrowkafka.specset import SpecSet
 from tests.conftest import SPEC_FOLDERS
@@ -64,7 +64,7 @@ def project(
     fields = {column_name(f.name): f for f in (*s.optional_fields, *s.fields)}
     for key, value in wide.items():
         if key not in row:
-            if key == UNKNOWN_TAGS:
+            if key in (UNKNOWN_TAGS, TAGS_PRESENT):
                 assert value == [], key
             else:
                 assert value == ref.default_value(spec, fields[key], None), key

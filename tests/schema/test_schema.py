@@ -11,7 +11,7 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.errors import SpecError
-from arrowkafka.schema import UNKNOWN_TAGS, column_name
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name
 from arrowkafka.spec import load_spec_text
 from arrowkafka.specset import SpecSet
 from tests.conftest import SPEC_FOLDERS
@@ -125,15 +125,27 @@ def test_unknown_tags_only_in_flexible_versions() -> None:
     assert UNKNOWN_TAGS in ak.arrow_schema("FetchRequest").names
 
 
+def test_tags_present_only_where_a_known_tag_can_be() -> None:
+    # FetchRequest v12 has tagged fields at the top (ClusterId) and in partitions, not in topics
+    v12 = ak.arrow_schema("FetchRequest", 12)
+    assert v12.names[-2:] == [TAGS_PRESENT, UNKNOWN_TAGS]
+    assert v12.field(TAGS_PRESENT).type == pa.list_(pa.field("item", pa.uint32(), nullable=False))
+    topic = v12.field("topics").type.value_type
+    assert TAGS_PRESENT not in [topic.field(i).name for i in range(topic.num_fields)]
+    assert TAGS_PRESENT not in ak.arrow_schema("FetchRequest", 11).names
+    assert TAGS_PRESENT in ak.arrow_schema("FetchRequest").names
+    assert TAGS_PRESENT not in ak.arrow_schema("ApiVersionsRequest", 3).names  # flexible, no tagged field
+
+
 def test_draft_dialect_schema() -> None:
     from tests.spec.test_load import DRAFT
 
     spec = load_spec_text(DRAFT)
     specs = SpecSet({spec.name: spec})
     v9 = specs.arrow_schema("FooResponse", 9)
-    assert v9.names == ["user_agent", "foos", UNKNOWN_TAGS]
+    assert v9.names == ["user_agent", "foos", TAGS_PRESENT, UNKNOWN_TAGS]
     foo = v9.field("foos").type.value_type
-    assert [foo.field(i).name for i in range(foo.num_fields)] == ["bar", "baz", UNKNOWN_TAGS]
+    assert [foo.field(i).name for i in range(foo.num_fields)] == ["bar", "baz", TAGS_PRESENT, UNKNOWN_TAGS]
     assert v9.field("user_agent").metadata[b"kafka.optional"] == b"true"
     assert specs.arrow_schema("FooResponse", 8).names == ["foos"]
 

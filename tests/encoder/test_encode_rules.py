@@ -12,7 +12,7 @@ import pytest
 import arrowkafka as ak
 from arrowkafka import reference as ref
 from tests.conftest import SHARED, SPEC_FOLDERS
-from tests.encoder.test_roundtrip import uuid_bytes
+from tests.encoder.test_encode_roundtrip import uuid_bytes
 
 SPECS = ak.load_specs()
 FEATURES = ak.load_specs(SPEC_FOLDERS["features"])
@@ -222,8 +222,14 @@ def test_a_tagged_field_equal_to_its_default_is_left_out() -> None:
     batch = fetch_request()
     (body,) = SPECS.encode(batch, "FetchRequest", 12).to_pylist()
     assert body.endswith(b"\x01\x00\x0f\x0fcluster-AbCdEf")  # one tag: 0, size 15, compact string
+    assert batch.column("_tags_present").to_pylist() == [[0]]  # the decoder saw tag 0
     i = batch.schema.get_field_index("cluster_id")
-    without = batch.set_column(i, batch.schema.field(i), pa.array([None], pa.string()))
+    null = batch.set_column(i, batch.schema.field(i), pa.array([None], pa.string()))
+    # listed in _tags_present, the tag is written even at its default (null: compact length 0)
+    (listed,) = SPECS.encode(null, "FetchRequest", 12).to_pylist()
+    assert listed == body[:-18] + b"\x01\x00\x01\x00"
+    k = batch.schema.get_field_index("_tags_present")
+    without = null.set_column(k, batch.schema.field(k), pa.array([[]], batch.schema.field(k).type))
     (short,) = SPECS.encode(without, "FetchRequest", 12).to_pylist()
     assert short == body[:-18] + b"\x00"  # count 1 -> 0, the entry's 17 bytes gone
 
