@@ -76,13 +76,22 @@ def _valid(arr: pa.Array) -> np.ndarray | None:
 
 
 def _offsets(arr: pa.Array) -> np.ndarray:
-    """The array's own offsets (length + 1, int64), for its slice."""
-    otype = np.int64 if pa.types.is_large_list(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
-    if pa.types.is_large_string(arr.type):
-        otype = np.int64
+    """The array's own offsets (length + 1; int32, or int64 for large types), for its slice:
+    a view, no copy."""
+    large = pa.types.is_large_list(arr.type) or pa.types.is_large_binary(arr.type)
+    otype = np.int64 if large or pa.types.is_large_string(arr.type) else np.int32
     start = arr.offset * np.dtype(otype).itemsize
-    raw = np.frombuffer(arr.buffers()[1], otype, count=len(arr) + 1, offset=start)
-    return raw.astype(np.int64)
+    return np.frombuffer(arr.buffers()[1], otype, count=len(arr) + 1, offset=start)
+
+
+def _rebased(offs: np.ndarray, path: str) -> np.ndarray:
+    """Offsets starting at 0, as int32 (the kernel's offsets arena)."""
+    out = offs - offs[0]
+    if out.dtype != np.int32:
+        if out[-1] >= 2**31:
+            raise ValueError(f"{path}: over 2^31 values or bytes in one batch; encode smaller batches")
+        out = out.astype(np.int32)
+    return out
 
 
 @dataclass
@@ -159,7 +168,7 @@ class _Flattener:
             p.values = _fixed_bytes(arr, node.width)
         elif node.kind == VARBIN:
             offs = _offsets(arr)
-            p.offsets = offs - offs[0]
+            p.offsets = _rebased(offs, node.path)
             p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
         elif node.kind in (LIST, MAP):
             self.nested(node, arr, live, place, p)
@@ -174,7 +183,7 @@ class _Flattener:
             else:
                 raise TypeError(f"{node.path}: expected {node.type}, got {arr.type}")
         offs = _offsets(arr)
-        p.offsets = offs - offs[0]
+        p.offsets = _rebased(offs, node.path)
         values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
         lengths = np.diff(offs)
         keep = np.ones(len(arr), bool) if live is None else live.copy()
@@ -395,11 +404,12 @@ class _Inputs:
                 if arr is not None:
                     base[i] = sizes[name]
                     sizes[name] += _aligned(arr.size)
-        self.a8 = np.zeros(max(sizes["fixed"], 8), np.uint8)
-        self.offs = np.zeros(max(sizes["offs"], 1), np.int64)
-        self.data = np.zeros(max(sizes["data"], 1), np.uint8)
-        self.valid = np.zeros(max(sizes["valid"], 1), np.uint8)
-        self.present = np.zeros(max(sizes["present"], 1), np.uint8)
+        # (every byte the kernel reads is copied in below: the padding need not be zeroed)
+        self.a8 = np.empty(max(sizes["fixed"], 8), np.uint8)
+        self.offs = np.empty(max(sizes["offs"], 1), np.int32)
+        self.data = np.empty(max(sizes["data"], 1), np.uint8)
+        self.valid = np.empty(max(sizes["valid"], 1), np.uint8)
+        self.present = np.empty(max(sizes["present"], 1), np.uint8)
         for i, p in pieces.items():
             for arr, base, arena in (
                 (p.values, self.fixed_base, self.a8),
@@ -433,6 +443,18 @@ def _owners(plan: Plan) -> np.ndarray:
 
     walk(plan.root, plan.root.id)
     return owner
+
+
+def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
+    """Per instruction, 1 where a FIXED_RUN has something for pass 1 to check (a column with
+    nulls, a KIP-625 value narrower on the wire than in Arrow); the others it just sizes."""
+    checks = np.zeros(len(plan.code), np.uint8)
+    for pc, row in enumerate(plan.code):
+        if row[0] == OP["FIXED_RUN"]:
+            for nd, kind, wb, w in plan.runs[row[2] : row[2] + row[3]]:
+                if inputs.valid_base[nd] >= 0 or (wb < w and kind == 0):
+                    checks[pc] = 1
+    return checks
 
 
 def _what(node: Node) -> str:
@@ -488,10 +510,12 @@ def encode_batch(
     caches = [np.zeros(npresent + 1, np.int64) for _ in range(threads)]
     stub = np.zeros(1, np.uint8)
 
+    checks = _run_checks(plan, inputs)
+
     def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:
         st = np.zeros(status.STATUS_SIZE, np.int64)
         err = fn(
-            plan.code, plan.runs, plan.tag_table, owner, plan.max_depth, int(cuts[k]), int(cuts[k + 1]), fill,
+            plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth, int(cuts[k]), int(cuts[k + 1]), fill,
             *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64), st,
         )  # fmt: skip
         if err:

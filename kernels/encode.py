@@ -10,6 +10,9 @@ bytes instead. It is called twice:
 - pass 2 (``fill=True``): writes each message at ``out_starts[i]``, taking tagged-value sizes
   from ``cache`` in the same order.
 
+``checks[pc]`` is 1 where a FIXED_RUN has a nullable column or a narrowing (KIP-625) one for
+pass 1 to check; the others it only sizes.
+
 Input layout (built by ``arrowkafka.encoder``): every plan node's Arrow array, flattened into
 arenas the way the decoder fills them: fixed-width values in ``a8`` (views a16/a32/a64),
 offsets in ``offs``, var-length bytes in ``data``, validity and tagged-field presence bytes in
@@ -75,10 +78,22 @@ _LOW57 = (1 << 57) - 1
 
 @njit(inline="always")
 def _put_be(out, pos, v, nbytes):
-    """Write the low ``nbytes`` bytes of int64 ``v`` big-endian at pos."""
-    for k in range(nbytes - 1, -1, -1):
-        out[pos + k] = v & 0xFF
-        v >>= 8
+    """Write the low ``nbytes`` bytes of int64 ``v`` big-endian at pos (the common widths
+    spelled out: the compiler turns them into one byte-swapped store)."""
+    if nbytes == 4:
+        out[pos] = (v >> 24) & 0xFF
+        out[pos + 1] = (v >> 16) & 0xFF
+        out[pos + 2] = (v >> 8) & 0xFF
+        out[pos + 3] = v & 0xFF
+    elif nbytes == 2:
+        out[pos] = (v >> 8) & 0xFF
+        out[pos + 1] = v & 0xFF
+    elif nbytes == 1:
+        out[pos] = v & 0xFF
+    else:
+        for k in range(nbytes - 1, -1, -1):
+            out[pos + k] = v & 0xFF
+            v >>= 8
 
 
 @njit(inline="always")
@@ -119,6 +134,9 @@ def _len_size(kind, n):
 
 @njit(inline="always")
 def _put_len(out, pos, kind, n):
+    if kind == 2 and n < 126:  # nearly every compact length: one byte
+        out[pos] = n + 1
+        return pos + 1
     if kind == 0:
         _put_be(out, pos, n, 2)
         return pos + 2
@@ -164,6 +182,7 @@ def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, 
 def run(
     code,
     runs,
+    checks,
     tag_table,
     owner,
     max_depth,
@@ -218,14 +237,21 @@ def run(
                         wb = runs[r, 2]
                         w = runs[r, 3]
                         at = fixed_base[nd] + cur[owner[nd]] * w
-                        if runs[r, 1] == 4:  # uuid
+                        # the common shapes first, each a plain load and store
+                        if wb == 4 and w == 4:
+                            _put_be(out, p, np.int64(a32[at >> 2]), 4)
+                        elif wb == 2 and w == 2:
+                            _put_be(out, p, np.int64(a16[at >> 1]), 2)
+                        elif wb == 8 and w == 8:
+                            _put_be(out, p, a64[at >> 3], 8)
+                        elif runs[r, 1] == 4:  # uuid
                             out[p : p + 16] = a8[at : at + 16]
                         elif runs[r, 1] == 3:  # bool
                             out[p] = 1 if a8[at] != 0 else 0
                         else:
                             _put_be(out, p, _get(a8, a16, a32, a64, at, w), wb)
                         p += wb
-                else:
+                elif checks[pc] != 0:
                     for r in range(r0, r0 + rn):
                         nd = runs[r, 0]
                         wb = runs[r, 2]
@@ -388,6 +414,15 @@ def run(
                         out[pos] = 1 if is_present else 0
                     pos += 1
                 pc = pc + 1 if is_present else code[pc, 3]
+            elif (
+                op == TAGS
+                and code[pc, 6] != 0
+                and offs[off_base[node] + cur[owner[node]]] == offs[off_base[node] + cur[owner[node]] + 1]
+            ):  # the common case: no tag known here, none kept: an empty section
+                if fill:
+                    out[pos] = 0
+                pos += 1
+                pc += 1
             elif op == TAGS or op == OPTBUF:
                 optbuf = op == OPTBUF
                 keynode = code[pc, 2]
