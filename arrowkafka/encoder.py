@@ -51,7 +51,7 @@ _REASONS = {
 def _as_struct(data: Any) -> pa.StructArray:
     if isinstance(data, pa.Table):
         data = data.combine_chunks()
-        arrays = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in data.columns]
+        arrays = [c.combine_chunks() if c.num_chunks else pa.nulls(0, c.type) for c in data.columns]
         if not arrays:
             return _empty(data.num_rows)
         return pa.StructArray.from_arrays(arrays, fields=list(data.schema))

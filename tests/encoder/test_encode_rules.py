@@ -297,5 +297,7 @@ def test_threads_slices_tables_and_chunks_give_the_same_bytes() -> None:
     assert SPECS.encode(table, "MetadataResponse", 12).to_pylist() == bodies
     sizes = SPECS.encoded_size(table, "MetadataResponse", 12).to_numpy()
     assert np.array_equal(sizes, [len(b) for b in bodies])
+    empty = pa.Table.from_batches([], schema=batch.schema)  # no chunks at all
+    assert SPECS.encode(empty, "MetadataResponse", 12).to_pylist() == []
     with pytest.raises(TypeError, match="RecordBatch"):
         SPECS.encode([{"a": 1}], "MetadataResponse", 12)
