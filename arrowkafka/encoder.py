@@ -449,11 +449,11 @@ def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
     """Per instruction, 1 where a FIXED_RUN has something for pass 1 to check (a column with
     nulls, a KIP-625 value narrower on the wire than in Arrow); the others it just sizes."""
     checks = np.zeros(len(plan.code), np.uint8)
-    for pc, row in enumerate(plan.code):
+    for at, row in enumerate(plan.code):
         if row[0] == OP["FIXED_RUN"]:
             for nd, kind, wb, w in plan.runs[row[2] : row[2] + row[3]]:
                 if inputs.valid_base[nd] >= 0 or (wb < w and kind == 0):
-                    checks[pc] = 1
+                    checks[at] = 1
     return checks
 
 
@@ -515,7 +515,8 @@ def encode_batch(
     def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:
         st = np.zeros(status.STATUS_SIZE, np.int64)
         err = fn(
-            plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth, int(cuts[k]), int(cuts[k + 1]), fill,
+            plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth,
+            int(cuts[k]), int(cuts[k + 1]), fill,
             *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64), st,
         )  # fmt: skip
         if err:

@@ -1,1 +1,185 @@
-"""Spark integration (installed as ``arrowkafka.spark``); needs the ``spark`` extra."""
+"""arrowkafka on Spark: decode a column of Kafka message bodies through ``DataFrame.mapInArrow``.
+
+Each Spark task hands its rows to the same batch kernels as ``ak.decode``, as Arrow record
+batches, and gets one struct column back. Spark has no unsigned integers and no uuid type, so
+the decoded Arrow columns are cast to what Spark exchanges (``spark_arrow_type``) and the
+declared Spark schema is derived from the same Arrow schema (``spark_type``): names, order and
+types match exactly, as Spark requires (it matches fields by position).
+
+Workers must run the driver's Python (``PYSPARK_PYTHON``); Numba caches the kernels on disk,
+so set ``NUMBA_CACHE_DIR`` to a folder the workers can write, and each worker compiles once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+import arrowkafka as ak
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType
+
+__all__ = ["decode_column", "spark_arrow_type", "spark_type"]
+
+
+def spark_arrow_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark exchanges for the Spark type of ``t``: unsigned integers widen to
+    the next signed type, uuid becomes its 16 raw bytes as binary; nesting is kept."""
+    if isinstance(t, pa.BaseExtensionType):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(spark_arrow_type(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    if pa.types.is_map(t):
+        return pa.map_(spark_arrow_type(t.key_type), t.item_field.with_type(spark_arrow_type(t.item_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(spark_arrow_type(t.value_type)))
+    return {pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}.get(t, t)
+
+
+def spark_type(t: pa.DataType) -> DataType:
+    """The Spark SQL type of a decoded Arrow type (after ``spark_arrow_type``)."""
+    from pyspark.sql import types as T
+
+    t = spark_arrow_type(t)
+    if pa.types.is_struct(t):
+        return T.StructType(
+            [
+                T.StructField(f.name, spark_type(f.type), f.nullable)
+                for f in (t.field(i) for i in range(t.num_fields))
+            ]
+        )
+    if pa.types.is_map(t):
+        return T.MapType(spark_type(t.key_type), spark_type(t.item_type), t.item_field.nullable)
+    if pa.types.is_list(t):
+        return T.ArrayType(spark_type(t.value_type), t.value_field.nullable)
+    simple = {
+        pa.bool_(): T.BooleanType(),
+        pa.int8(): T.ByteType(),
+        pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(),
+        pa.int64(): T.LongType(),
+        pa.float64(): T.DoubleType(),
+        pa.string(): T.StringType(),
+        pa.binary(): T.BinaryType(),
+    }
+    return simple[t]
+
+
+@cache
+def _specs(folders: tuple[str, ...]) -> ak.SpecSet:
+    return ak.load_specs(*folders) if folders else ak.load_specs()
+
+
+def _struct_type(specs: ak.SpecSet, message: str, version: int | None, errors: str) -> pa.StructType:
+    """The decoded struct's Arrow type: the version's schema (all versions if None); with
+    errors="null" its fields may be null, as in ak.decode."""
+    fields = list(specs.arrow_schema(message, version))
+    if errors == "null":
+        fields = [f.with_nullable(True) for f in fields]
+    return pa.struct(fields)
+
+
+class _DecodeBatches:
+    """The function mapInArrow runs on each task's batches (a class, so it pickles by
+    reference to this installed module)."""
+
+    def __init__(
+        self,
+        column: str,
+        message: str,
+        version: int | None,
+        version_column: str | None,
+        into: str,
+        errors: str,
+        folders: tuple[str, ...],
+    ) -> None:
+        self.column, self.message, self.version = column, message, version
+        self.version_column, self.into, self.errors, self.folders = version_column, into, errors, folders
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        specs = _specs(self.folders)
+        out_type = spark_arrow_type(_struct_type(specs, self.message, self.version, self.errors))
+        for batch in batches:
+            bodies = batch.column(self.column)
+            if self.version_column is None:
+                assert self.version is not None
+                rows, bad = self.decode(specs, bodies, self.version, False)
+            else:
+                rows, bad = self.decode_by_version(specs, bodies, batch.column(self.version_column))
+            mask = pa.array(bad) if bad is not None and bad.any() else None
+            struct = pa.StructArray.from_arrays(rows.columns, fields=list(rows.schema), mask=mask)
+            yield batch.append_column(self.into, struct.cast(out_type))
+
+    def decode(
+        self, specs: ak.SpecSet, bodies: pa.Array, version: int, all_versions: bool
+    ) -> tuple[pa.RecordBatch, np.ndarray | None]:
+        if self.errors == "raise":
+            return specs.decode(bodies, self.message, version, all_versions=all_versions), None
+        rows, rejects = specs.decode(bodies, self.message, version, errors="null", all_versions=all_versions)
+        bad = np.zeros(len(bodies), bool)
+        bad[rejects.column("index").to_numpy()] = True
+        return rows, bad
+
+    def decode_by_version(
+        self, specs: ak.SpecSet, bodies: pa.Array, versions: pa.Array
+    ) -> tuple[pa.RecordBatch, np.ndarray | None]:
+        """Rows of several versions: decode each version's rows in the all-versions schema,
+        then put them back in input order."""
+        v = np.asarray(versions.to_numpy(zero_copy_only=False))
+        order = np.argsort(v, kind="stable")
+        parts, bads = [], []
+        for version in np.unique(v):
+            idx = np.flatnonzero(v == version)
+            rows, bad = self.decode(specs, bodies.take(pa.array(idx)), int(version), True)
+            parts.append(
+                pa.Table.from_batches([rows]).cast(specs.arrow_schema(self.message).with_metadata(None))
+            )
+            bads.append(bad if bad is not None else np.zeros(len(idx), bool))
+        table = pa.concat_tables(parts) if parts else specs.arrow_schema(self.message).empty_table()
+        back = np.empty(len(v), np.int64)
+        back[order] = np.arange(len(v))
+        rows = table.take(pa.array(back)).combine_chunks()
+        batch = rows.to_batches()[0] if rows.num_rows else pa.RecordBatch.from_pylist([], schema=rows.schema)
+        bad = np.concatenate(bads)[back] if bads else np.zeros(0, bool)
+        return batch, (bad if self.errors == "null" else None)
+
+
+def decode_column(
+    df: DataFrame,
+    column: str,
+    message: str,
+    version: int | str,
+    *,
+    into: str | None = None,
+    errors: str = "raise",
+    specs: Sequence[str] = (),
+) -> DataFrame:
+    """``df`` with a struct column (``into``, default the message name) holding each row's
+    ``column`` decoded as ``message``.
+
+    ``version`` is an int, or the name of an integer column holding each row's version (the
+    struct is then in the all-versions schema, with ``_version``). ``errors`` is ``ak.decode``'s:
+    ``"raise"`` fails the job on the first bad body with arrowkafka's message, ``"null"``
+    leaves that row's struct null. ``specs`` are spec folders, as ``ak.load_specs`` takes them
+    (the vendored specs if empty); the workers must see the same paths.
+    """
+    if errors not in ("raise", "null"):
+        raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
+    from pyspark.sql import types as T
+
+    folders = tuple(str(f) for f in specs)
+    version_column = version if isinstance(version, str) else None
+    into = into or message
+    fixed_version = None if version_column else int(version)
+    struct = spark_type(_struct_type(_specs(folders), message, fixed_version, errors))
+    out = T.StructType([*df.schema.fields, T.StructField(into, struct, True)])
+    fn = _DecodeBatches(column, message, fixed_version, version_column, into, errors, folders)
+    return df.mapInArrow(fn, out)
