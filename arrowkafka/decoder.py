@@ -55,7 +55,7 @@ def as_bodies(bodies: Any) -> pa.Array:
         if not (pa.types.is_binary(bodies.type) or pa.types.is_large_binary(bodies.type)):
             raise TypeError(f"message bodies must be binary or large_binary, not {bodies.type}")
         return bodies
-    return pa.array([bytes(b) for b in bodies], pa.binary())
+    return pa.array([None if b is None else bytes(b) for b in bodies], pa.binary())
 
 
 def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -16,6 +16,7 @@ matter: a null the target version cannot carry is an ``EncodeError`` naming row 
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -258,7 +259,8 @@ class _Flattener:
                 self.visit(child, arr.field(name), keep, place)
             else:  # a column the input does not have: its spec default
                 value = [] if child.field is None else default_value(self.spec, child.field, self.version)
-                one = pa.array([value], child.type)
+                # (built in storage types: pyarrow cannot build uuid extension values from Python)
+                one = pa.array([_plain(value)], _storage_type(child.type))
                 self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
         if TAGS_PRESENT in names and TAGS_PRESENT in targets:
             self.listed(node, arr.field(TAGS_PRESENT))
@@ -330,6 +332,28 @@ class _Flattener:
             return arr.cast(t)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise TypeError(f"{path}: cannot read {arr.type} as {t}: {e}") from None
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with uuid extensions as their storage, fixed_size_binary(16)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return t.storage_type
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_storage_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_storage_type(t.value_type)))
+    return t
+
+
+def _plain(value: Any) -> Any:
+    """A default value with its UUIDs as bytes."""
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _fixed_bytes(arr: pa.Array, width: int) -> np.ndarray:

@@ -25,7 +25,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
-__all__ = ["decode_column", "spark_arrow_type", "spark_type"]
+__all__ = [
+    "decode_cluster_metadata",
+    "decode_column",
+    "decode_consumer_offsets",
+    "spark_arrow_type",
+    "spark_type",
+]
 
 
 def spark_arrow_type(t: pa.DataType) -> pa.DataType:
@@ -183,3 +189,102 @@ def decode_column(
     out = T.StructType([*df.schema.fields, T.StructField(into, struct, True)])
     fn = _DecodeBatches(column, message, fixed_version, version_column, into, errors, folders)
     return df.mapInArrow(fn, out)
+
+
+class _DecodeTopic:
+    """mapInArrow function for one record type of an internal topic: keeps that type's rows
+    and decodes them with ``arrowkafka.topics``."""
+
+    def __init__(
+        self, topic: str, record: str, key: str | None, value: str, folders: tuple[str, ...]
+    ) -> None:
+        self.topic, self.record, self.key, self.value, self.folders = topic, record, key, value, folders
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from arrowkafka import topics
+
+        specs = _specs(self.folders)
+        for batch in batches:
+            keep = [c for c in batch.schema.names if c not in (self.key, self.value)]
+            if self.topic == "__consumer_offsets":
+                assert self.key is not None
+                tables = topics.decode_consumer_offsets(
+                    batch.column(self.key), batch.column(self.value), specs=specs
+                )
+                t = tables.get(self.record)
+                cols = ["key", "value"]
+            else:
+                tables = topics.decode_cluster_metadata(batch.column(self.value), specs=specs)
+                t = tables.get(self.record)
+                if t is not None:
+                    record = pa.StructArray.from_arrays(
+                        [c.combine_chunks() for c in t.columns[1:]], fields=list(t.schema)[1:]
+                    )
+                    t = pa.table({"_index": t.column("_index"), "record": record})
+                cols = ["record"]
+            out_types = _topic_types(specs, self.topic, self.record)
+            if t is None:
+                continue
+            rows = batch.select(keep).take(t.column("_index").combine_chunks())
+            for c in cols:
+                rows = rows.append_column(c, t.column(c).combine_chunks().cast(out_types[c]))
+            yield rows
+
+
+def _topic_types(specs: ak.SpecSet, topic: str, record: str) -> dict[str, pa.DataType]:
+    """The Spark-exchange Arrow types of a record type's decoded columns."""
+
+    def nullable(name: str) -> pa.DataType:
+        return spark_arrow_type(pa.struct([f.with_nullable(True) for f in specs.arrow_schema(name)]))
+
+    if topic == "__consumer_offsets":
+        return {
+            "key": spark_arrow_type(pa.struct(list(specs.arrow_schema(record + "Key")))),
+            "value": nullable(record + "Value"),
+        }
+    return {"record": spark_arrow_type(pa.struct(list(specs.arrow_schema(record))))}
+
+
+def _decode_topic(
+    df: DataFrame, topic: str, records: list[str], key: str | None, value: str, folders: tuple[str, ...]
+) -> dict[str, DataFrame]:
+    from pyspark.sql import types as T
+
+    specs = _specs(folders)
+    base = [f for f in df.schema.fields if f.name not in (key, value)]
+    out = {}
+    for record in records:
+        types = _topic_types(specs, topic, record)
+        fields = [T.StructField(c, spark_type(t), c == "value") for c, t in types.items()]
+        out[record] = df.mapInArrow(
+            _DecodeTopic(topic, record, key, value, folders), T.StructType(base + fields)
+        )
+    return out
+
+
+def decode_consumer_offsets(
+    df: DataFrame, *, key: str = "key", value: str = "value", specs: Sequence[str] = ()
+) -> dict[str, DataFrame]:
+    """``__consumer_offsets`` records as Spark's Kafka source delivers them (binary ``key`` and
+    ``value``) -> one DataFrame per record type (``OffsetCommit``, ``GroupMetadata`` ...): the
+    other input columns, then ``key`` and ``value`` structs (``value`` null for a tombstone).
+    Each DataFrame is its own pass over ``df``: cache ``df`` if it is expensive to compute."""
+    folders = tuple(str(f) for f in specs)
+    from arrowkafka.topics import consumer_offsets_types
+
+    records = sorted(set(consumer_offsets_types(_specs(folders)).values()))
+    return _decode_topic(df, "__consumer_offsets", records, key, value, folders)
+
+
+def decode_cluster_metadata(
+    df: DataFrame, *, value: str = "value", specs: Sequence[str] = ()
+) -> dict[str, DataFrame]:
+    """``__cluster_metadata`` record values -> one DataFrame per KRaft record type
+    (``TopicRecord``, ``PartitionRecord`` ...): the other input columns (the key, null in that
+    topic, is dropped with the value), then a ``record`` struct in the record's all-versions
+    schema. Each DataFrame is its own pass over ``df``."""
+    folders = tuple(str(f) for f in specs)
+    from arrowkafka.topics import cluster_metadata_types
+
+    records = sorted(cluster_metadata_types(_specs(folders)).values())
+    return _decode_topic(df, "__cluster_metadata", records, "key", value, folders)

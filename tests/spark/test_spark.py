@@ -106,3 +106,39 @@ def test_errors_policy(spark: Any) -> None:
     assert got[0] == expected([good], "FetchRequest", 12)[0] and got[1] is None
     with pytest.raises(Exception, match=r"Truncated|needs \d+ bytes"):
         decode_column(df, "value", "FetchRequest", 12).collect()
+
+
+def test_internal_topics(spark: Any) -> None:
+    from arrowkafka import spark as aks
+    from arrowkafka import topics
+    from tests.test_topics import metadata_values, offsets_records
+
+    keys, values = offsets_records()
+    pairs = zip(keys.to_pylist(), values.to_pylist(), strict=True)
+    df = spark.createDataFrame(
+        [(i, k, v) for i, (k, v) in enumerate(pairs)], "offset long, key binary, value binary"
+    )
+    tables = aks.decode_consumer_offsets(df)
+    assert "OffsetCommit" in tables and "ShareGroupMetadata" in tables
+    local = topics.decode_consumer_offsets(keys, values)
+    got = tables["OffsetCommit"].orderBy("offset").toArrow()
+    assert got.column_names == ["offset", "key", "value"]
+    assert got.column("offset").to_pylist() == local["OffsetCommit"].column("_index").to_pylist()
+    assert got.column("key").to_pylist() == local["OffsetCommit"].column("key").to_pylist()
+    assert got.column("value").to_pylist() == local["OffsetCommit"].column("value").to_pylist()
+    assert tables["GroupMetadata"].toArrow().column("value").to_pylist() == [None]
+    assert tables["ShareGroupMetadata"].count() == 0
+
+    md = metadata_values()
+    mdf = spark.createDataFrame([(i, v) for i, v in enumerate(md.to_pylist())], "offset long, value binary")
+    records = aks.decode_cluster_metadata(mdf)
+    parts = records["PartitionRecord"].orderBy("offset").toArrow()
+    want = expected_records(topics.decode_cluster_metadata(md)["PartitionRecord"])
+    assert parts.column("record").to_pylist() == want
+
+
+def expected_records(table: pa.Table) -> list[Any]:
+    struct = pa.StructArray.from_arrays(
+        [c.combine_chunks() for c in table.columns[1:]], fields=list(table.schema)[1:]
+    )
+    return struct.cast(spark_arrow_type(struct.type)).to_pylist()
