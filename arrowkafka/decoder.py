@@ -207,7 +207,7 @@ def decode_batch(
     def pass1(k: int) -> None:
         run.call(int(cuts[k]), int(cuts[k + 1]), False, counts[k], dcounts[k], None)
 
-    _each(pass1, threads)
+    each_range(pass1, threads)
     total, dtotal = np.sum(counts, axis=0), np.sum(dcounts, axis=0)
     try:
         bufs = allocate(plan, total, dtotal)
@@ -219,7 +219,7 @@ def decode_batch(
     def pass2(k: int) -> None:
         run.call(int(cuts[k]), int(cuts[k + 1]), True, cursor[k], dcursor[k], bufs)
 
-    _each(pass2, threads)
+    each_range(pass2, threads)
     if not np.array_equal(cursor[-1], total) or not np.array_equal(dcursor[-1], dtotal):
         raise AssertionError("pass 2 disagrees with pass 1")  # a kernel bug, never bad input
     batch = assemble(plan, bufs, total, dtotal, rows, run.bad if errors == "null" else None)
@@ -229,7 +229,9 @@ def decode_batch(
     return batch, _rejects(plan, array, run)
 
 
-def _each(fn: Any, threads: int) -> None:
+def each_range(fn: Any, threads: int) -> None:
+    """``fn(k)`` for k in range(threads), side by side when there are several (the kernels
+    release the GIL)."""
     if threads == 1:
         fn(0)
         return

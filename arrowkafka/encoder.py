@@ -17,7 +17,6 @@ matter: a null the target version cannot carry is an ``EncodeError`` naming row 
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .decoder import each_range
 from .errors import EncodeError
 from .kernels import status
 from .kernels.tiers import kernel_run
 from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan
 from .reference import default_value
-from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name
+from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, storage_type
 from .spec import STRUCT_DEFAULTS, Field, MessageSpec
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class _Flattener:
             else:  # a column the input does not have: its spec default
                 value = [] if child.field is None else default_value(self.spec, child.field, self.version)
                 # (built in storage types: pyarrow cannot build uuid extension values from Python)
-                one = pa.array([_plain(value)], _storage_type(child.type))
+                one = pa.array([_plain(value)], storage_type(child.type))
                 self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
         if TAGS_PRESENT in names and TAGS_PRESENT in targets:
             self.listed(node, arr.field(TAGS_PRESENT))
@@ -332,17 +332,6 @@ class _Flattener:
             return arr.cast(t)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise TypeError(f"{path}: cannot read {arr.type} as {t}: {e}") from None
-
-
-def _storage_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with uuid extensions as their storage, fixed_size_binary(16)."""
-    if isinstance(t, pa.BaseExtensionType):
-        return t.storage_type
-    if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(_storage_type(t.field(i).type)) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_storage_type(t.value_type)))
-    return t
 
 
 def _plain(value: Any) -> Any:
@@ -547,7 +536,7 @@ def encode_batch(
             raise _kernel_error(plan, st)
 
     zeros = np.zeros(rows + 1, np.int64)
-    _each(lambda k: call(k, False, stub, zeros), threads)
+    each_range(lambda k: call(k, False, stub, zeros), threads)
     if sizes_only:
         return pa.array(sizes, pa.int64())
     offsets = np.zeros(rows + 1, np.int64)
@@ -555,14 +544,6 @@ def encode_batch(
     if offsets[-1] >= 2**31:
         raise ValueError(f"{name} v{version}: over 2 GiB of bodies in one batch; encode smaller batches")
     out = np.frombuffer(pa.allocate_buffer(max(int(offsets[-1]), 1)), np.uint8)
-    _each(lambda k: call(k, True, out, offsets), threads)
+    each_range(lambda k: call(k, True, out, offsets), threads)
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out[: offsets[-1]])]
     return pa.Array.from_buffers(pa.binary(), rows, buffers)
-
-
-def _each(fn: Any, threads: int) -> None:
-    if threads == 1:
-        fn(0)
-        return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(fn, range(threads)))

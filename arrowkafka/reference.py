@@ -346,7 +346,8 @@ def default_struct(spec: MessageSpec, s: Struct, version: int | None) -> dict[st
 # ---- encoding -------------------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint_bytes(value: int) -> bytes:
+    """An unsigned varint (LEB128)."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -356,7 +357,7 @@ def _uvarint(value: int) -> bytes:
 
 
 def _zigzag(value: int, bits: int) -> bytes:
-    return _uvarint(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1))
+    return uvarint_bytes(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1))
 
 
 class _Writer:
@@ -371,7 +372,7 @@ class _Writer:
 
 def _write_length(w: _Writer, n: int | None, compact: bool, classic_fmt: str) -> bytes:
     if compact:
-        return _uvarint(0 if n is None else n + 1)
+        return uvarint_bytes(0 if n is None else n + 1)
     return _struct.pack(classic_fmt, -1 if n is None else n)
 
 
@@ -396,7 +397,7 @@ def _write_primitive(w: _Writer, f: Field, element: str, value: Any, path: str, 
             return _struct.pack(_FIXED[bits], value)
         if enc.startswith("packed"):
             return _zigzag(value, bits)
-        return _uvarint(value & ((1 << bits) - 1))
+        return uvarint_bytes(value & ((1 << bits) - 1))
     if element == "uint16":
         return _struct.pack(">H", value)
     if element == "uint32":
@@ -441,8 +442,8 @@ def _write_value(w: _Writer, f: Field, value: Any, path: str, tagged: bool) -> b
         prefix = b""
         if f.nullable_in(v):
             if value is None:
-                return _uvarint(0) if tagged else b"\xff"
-            prefix = _uvarint(1) if tagged else b"\x01"
+                return uvarint_bytes(0) if tagged else b"\xff"
+            prefix = uvarint_bytes(1) if tagged else b"\x01"
         elif value is None:
             raise w.fail("null in non-nullable struct field", path)
         return prefix + _write_struct(w, f.struct, value, path)
@@ -483,9 +484,9 @@ def _write_struct(w: _Writer, s: Struct, value: dict[str, Any], path: str) -> by
             if tag in tagged:
                 raise w.fail(f"unknown tag {tag} is also a known tagged field", path)
             tagged[tag] = bytes(raw)
-        out.append(_uvarint(len(tagged)))
+        out.append(uvarint_bytes(len(tagged)))
         for tag in sorted(tagged):
-            out.append(_uvarint(tag) + _uvarint(len(tagged[tag])) + tagged[tag])
+            out.append(uvarint_bytes(tag) + uvarint_bytes(len(tagged[tag])) + tagged[tag])
     return b"".join(out)
 
 

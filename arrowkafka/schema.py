@@ -54,6 +54,7 @@ __all__ = [
     "has_tags_present",
     "column_name",
     "message_schema",
+    "storage_type",
     "primitive_type",
     "unknown_tags_type",
 ]
@@ -93,6 +94,18 @@ def primitive_type(element: str) -> pa.DataType:
 
 def unknown_tags_type() -> pa.DataType:
     return pa.map_(pa.uint32(), pa.field("value", pa.binary(), nullable=False))
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with the uuid extension as its storage, fixed_size_binary(16), at any depth (what
+    pyarrow can build from Python values; the encoder reads both)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return t.storage_type
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(storage_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
+    return t
 
 
 def has_tags_present(spec: MessageSpec, struct: Struct, versions: Sequence[int]) -> bool:

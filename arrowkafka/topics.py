@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from .decoder import as_bodies
 from .errors import Corrupt, Truncated
+from .reference import uvarint_bytes
 from .specset import SpecSet, default_specs
 
 __all__ = [
@@ -232,14 +233,5 @@ def encode_cluster_metadata(
     specs = specs or default_specs()
     api_key = specs[name].api_key
     assert api_key is not None, name
-    head = bytes(_put_uvarint(METADATA_FRAME_VERSION) + _put_uvarint(api_key) + _put_uvarint(version))
+    head = bytes(uvarint_bytes(METADATA_FRAME_VERSION) + uvarint_bytes(api_key) + uvarint_bytes(version))
     return pa.array([head + b for b in specs.encode(rows, name, version).to_pylist()], pa.binary())
-
-
-def _put_uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)

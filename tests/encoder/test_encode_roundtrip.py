@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arrowkafka import reference as ref
+from arrowkafka.schema import storage_type
 from tests.decoder.test_roundtrip import PAIRS, specs_of
 from tests.strategies import message_value
 
@@ -43,16 +44,6 @@ def test_encode_roundtrip(folder: str, name: str, version: int) -> None:
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(storage_type(f.type)) for f in schema])
-
-
-def storage_type(t: pa.DataType) -> pa.DataType:
-    if isinstance(t, pa.BaseExtensionType):
-        return t.storage_type
-    if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(storage_type(t.field(i).type)) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
-    return t
 
 
 def uuid_bytes(x: Any) -> Any:
