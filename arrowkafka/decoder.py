@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from .arrays import binary_array, int64_array, string_array
 from .assemble import BatchTooLarge, Buffers, allocate, assemble
 from .errors import Corrupt, DecodeError, Truncated
 from .kernels import status
@@ -55,7 +56,7 @@ def as_bodies(bodies: Any) -> pa.Array:
         if not (pa.types.is_binary(bodies.type) or pa.types.is_large_binary(bodies.type)):
             raise TypeError(f"message bodies must be binary or large_binary, not {bodies.type}")
         return bodies
-    return pa.array([None if b is None else bytes(b) for b in bodies], pa.binary())
+    return binary_array(list(bodies))
 
 
 def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -276,4 +277,12 @@ def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
                 error, reason, path, offset = type(e).__name__, e.reason, e.path, e.offset
         for key, value in zip(REJECT_SCHEMA.names, (int(i), error, reason, path, offset, body), strict=True):
             cols[key].append(value)
-    return pa.table(cols, schema=REJECT_SCHEMA)
+    columns = [
+        int64_array(cols["index"]),
+        string_array(cols["error"]),
+        string_array(cols["reason"]),
+        string_array(cols["path"]),
+        int64_array(cols["offset"]),
+        binary_array(cols["body"]),
+    ]
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=REJECT_SCHEMA)])

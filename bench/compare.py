@@ -1,6 +1,8 @@
-"""Side by side, in one process, on the same bytes: arrowkafka against kio 0.6.5 and
-kafka-python 3.0.12; memory bandwidth (numpy copy into an existing array) as the ceiling;
-cold start in fresh processes. Prints a table and writes bench/results/<date>.json.
+"""Side by side, in one process, on the same bytes: arrowkafka against kio 0.6.5,
+kafka-python 3.0.12 and (when node is present) kafkajs 2.2.4, decoding and encoding; memory
+bandwidth (numpy copy into an existing array) as the ceiling; cold start in fresh processes;
+captures to Parquet (MB/s of capture, peak RSS); decoding inside Spark's mapInArrow per task
+(when pyspark is installed). Prints a table and writes bench/results/<date>.json.
 
     python bench/compare.py [--quick]
 """
@@ -13,6 +15,8 @@ import importlib.metadata as md
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +35,7 @@ import arrowkafka as ak
 # Targets from the decoder and encoder issues, to say plainly where we are behind.
 TARGET_MB_S = {"metadata_v12": 500.0, "encode metadata_v12": 500.0}
 TARGET_RATIO_TO_KIO = {"metadata_v12": 12.0, "encode metadata_v12": 50.0}
+TARGET_PCAP_MB_S = 100.0  # the capture issue: MB/s of capture, end to end, one core
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:
@@ -132,6 +137,89 @@ def encode_rows(name: str, message: str, version: int, repeat: int) -> list[dict
     ]  # fmt: skip
 
 
+KAFKAJS = "2.2.4"
+# workload -> kafkajs decoder (kafkajs reads Metadata up to v6, Fetch up to v11; no request decoders)
+KAFKAJS_DECODERS = {"metadata_v1": "metadata/v1/response"}
+
+
+def kafkajs_modules() -> Path | None:
+    """kafkajs installed under bench/.node (npm, once), or None without node."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        return None
+    prefix = Path(__file__).parent / ".node"
+    modules = prefix / "node_modules"
+    if not (modules / "kafkajs").is_dir():
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix),
+                        f"kafkajs@{KAFKAJS}"], check=True)  # fmt: skip
+    return modules
+
+
+def kafkajs_seconds(name: str, n: int) -> float | None:
+    """Seconds kafkajs takes to decode ``n`` copies of the workload's body, or None."""
+    modules = kafkajs_modules()
+    decoder = KAFKAJS_DECODERS.get(name)
+    if modules is None or decoder is None:
+        return None
+    file = tempfile.NamedTemporaryFile(suffix=".bin", delete=False)
+    file.write(body(name))
+    file.close()
+    script = Path(__file__).with_name("kafkajs_peer.js")
+    count = max(1, min(n, int(2e6 // len(body(name)))))
+    out = subprocess.run(["node", str(script), str(modules), decoder, file.name, str(count)],
+                         check=True, capture_output=True, text=True)  # fmt: skip
+    result = json.loads(out.stdout)
+    # the same bytes read the same way: topic and partition counts, a leader
+    _, message, version = WORKLOADS[name]
+    (ours,) = ak.decode([body(name)], message, version).to_pylist()
+    assert result["summary"]["partitions"] == [len(t["partitions"]) for t in ours["topics"]]
+    assert result["summary"]["first_leader"] == ours["topics"][0]["partitions"][0]["leader_id"]
+    return float(result["seconds"]) * n / count
+
+
+def capture_rows() -> list[dict[str, object]]:
+    """Captures to Parquet, end to end in a fresh process each: MB/s of capture, peak RSS."""
+    from benchmarks.data import big_capture
+
+    rows = []
+    for pcap in (big_capture(100),):  # 100 copies of a real capture, 8 MB
+        code = (
+            "import resource, sys, tempfile, time\n"
+            "import arrowkafka as ak\n"
+            "from arrowkafka.traffic import decode_capture\n"
+            "specs = ak.load_specs()\n"
+            "decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches
+            "t = time.perf_counter()\n"
+            "decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)\n"
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(pcap)], check=True, capture_output=True, text=True
+        )
+        seconds, rss_kb = out.stdout.split()
+        size = pcap.stat().st_size
+        rows.append({"workload": "pcap tansu_confluent x100", "impl": "arrowkafka (1 thread)",
+                     "messages_per_s": None, "mb_per_s": size / float(seconds) / 1e6,
+                     "ratio_to_best_peer": None, "share_of_memcpy": None,
+                     "capture_bytes": size, "peak_rss_mb": int(rss_kb) / 1024})  # fmt: skip
+    return rows
+
+
+def spark_rows() -> list[dict[str, object]]:
+    """Decoding inside mapInArrow, one task, warm workers (bench/spark_task.py)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print("  pyspark not installed: no mapInArrow row", file=sys.stderr)
+        return []
+    out = subprocess.run([sys.executable, str(Path(__file__).with_name("spark_task.py")), "--json"],
+                         check=True, capture_output=True, text=True)  # fmt: skip
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return [{"workload": "mapInArrow metadata_v12", "impl": impl, "messages_per_s": None, "mb_per_s": mb,
+             "ratio_to_best_peer": None, "share_of_memcpy": None}
+            for impl, mb in (("arrowkafka in one Spark task", result["task_mb_s"]),
+                             ("ak.decode, one core (same run)", result["local_mb_s"]))]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no cold start")
@@ -161,6 +249,11 @@ def main() -> None:
             sample = max(1, min(n, int(2e6 // max(len(one), 1))))  # peers are slow: time a sample
             t = best_of(lambda: [decode_one(one) for _ in range(sample)], 3) * n / sample
             peers[peer] = t
+        js = kafkajs_seconds(name, n)
+        if js is not None:
+            peers[f"kafkajs {KAFKAJS}"] = js
+        elif shutil.which("node"):
+            print(f"  kafkajs {KAFKAJS} cannot decode {message} v{version}", file=sys.stderr)
         results.update(peers)
         dst = np.empty(nbytes, np.uint8)
         src = np.frombuffer(bodies.buffers()[2], np.uint8)[:nbytes]
@@ -176,6 +269,9 @@ def main() -> None:
                      "mb_per_s": nbytes / copy / 1e6, "ratio_to_best_peer": None, "share_of_memcpy": 1.0})  # fmt: skip
     for name, (_, message, version) in WORKLOADS.items():
         rows += encode_rows(name, message, version, repeat)
+    if not args.quick:
+        rows += capture_rows()
+        rows += spark_rows()
     cold = {}
     if not args.quick:
         cache = tempfile.mkdtemp(prefix="ak-numba-")
@@ -183,13 +279,15 @@ def main() -> None:
         cold["import_and_first_decode_warm_cache_s"] = min(_run(FIRST_DECODE, cache) for _ in range(3))
         cold["fifty_pairs_empty_cache_s"] = _run(FIFTY, tempfile.mkdtemp(prefix="ak-numba-empty-"))
     print(
-        f"{'workload':<27} {'implementation':<24} {'msgs/s':>12} {'MB/s':>9} {'x best peer':>11} {'of memcpy':>9}"
+        f"{'workload':<27} {'implementation':<30} {'msgs/s':>12} {'MB/s':>9} {'x best peer':>11} {'of memcpy':>9}"
     )
     for r in rows:
         ratio = f"{r['ratio_to_best_peer']:.1f}x" if r["ratio_to_best_peer"] else "-"
         share = f"{r['share_of_memcpy']:.1%}" if r["share_of_memcpy"] is not None else "-"
-        print(f"{r['workload']:<27} {r['impl']:<24} {r['messages_per_s']:>12,.0f} {r['mb_per_s']:>9,.0f} "
-              f"{ratio:>11} {share:>9}")  # fmt: skip
+        msgs = f"{r['messages_per_s']:,.0f}" if r["messages_per_s"] is not None else "-"
+        extra = f"  peak RSS {r['peak_rss_mb']:.0f} MB" if "peak_rss_mb" in r else ""
+        print(f"{r['workload']:<27} {r['impl']:<30} {msgs:>12} {r['mb_per_s']:>9,.0f} "
+              f"{ratio:>11} {share:>9}{extra}")  # fmt: skip
     for key, value in cold.items():
         print(f"{key}: {value:.2f}")
     behind = []
@@ -203,12 +301,27 @@ def main() -> None:
                 behind.append(
                     f"{r['workload']}: {r['ratio_to_best_peer']:.1f}x the best peer, target {ratio_target:.0f}x"
                 )
+    for r in rows:
+        if str(r["workload"]).startswith("pcap ") and float(r["mb_per_s"]) < TARGET_PCAP_MB_S:  # type: ignore[arg-type]
+            behind.append(
+                f"{r['workload']}: {r['mb_per_s']:.0f} MB/s of capture end to end, target {TARGET_PCAP_MB_S:.0f}"
+            )
+    spark = {r["impl"]: r["mb_per_s"] for r in rows if str(r["workload"]).startswith("mapInArrow")}
+    if spark:
+        task, local = spark["arrowkafka in one Spark task"], spark["ak.decode, one core (same run)"]
+        if task < local / 2:  # type: ignore[operator]
+            behind.append(f"mapInArrow: {task:.0f} MB/s per task, target half of ak.decode's {local:.0f}")
     for line in behind:
         print(f"BEHIND TARGET: {line}")
     versions = {
         p: md.version(p)
         for p in ("arrowkafka", "numba", "llvmlite", "numpy", "pyarrow", "kio", "kafka-python")
     }
+    if kafkajs_modules() is not None:
+        versions["kafkajs"] = KAFKAJS
+        versions["node"] = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True
+        ).stdout.strip()
     out = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),

@@ -8,6 +8,7 @@ warm workers (a first run compiles and fills the Numba cache), then the best of 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -27,6 +28,7 @@ import arrowkafka as ak
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--copies", type=int, default=2000)
+    parser.add_argument("--json", action="store_true", help="print one JSON line (for compare.py)")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="ak-spark-bench-"))
@@ -53,6 +55,9 @@ def main() -> None:
     empty.write.format("noop").mode("overwrite").save()
     base = min(_timed(lambda: empty.write.format("noop").mode("overwrite").save()) for _ in range(3))
     spark.stop()
+    if args.json:
+        print(json.dumps({"local_mb_s": nbytes / local / 1e6, "task_mb_s": nbytes / task / 1e6}))
+        return
     print(f"ak.decode, one core:              {nbytes / local / 1e6:8.0f} MB/s")
     print(
         f"mapInArrow task, whole job:       {nbytes / task / 1e6:8.0f} MB/s ({local / task:.0%} of ak.decode)"

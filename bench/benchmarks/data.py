@@ -38,3 +38,49 @@ def batch(workload: str) -> pa.BinaryArray:
     """Copies of one body totalling tens of MB (small bodies: 100,000 copies)."""
     b = body(workload)
     return pa.array([b] * COPIES.get(workload, 100_000), pa.binary())
+
+
+def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
+    """A large capture made of ``copies`` of a real one, each copy's connections on client
+    ports of their own (so each is a separate conversation), timestamps shifted after the last.
+    Classic pcap, Linux cooked (SLL) or Ethernet, IPv4; cached in the temp folder."""
+    import struct
+    import tempfile
+
+    from arrowkafka.capture.packets import _network_offset
+
+    out = Path(tempfile.gettempdir()) / f"arrowkafka-bench-{source}-x{copies}.pcap"
+    if out.exists():
+        return out
+    raw = (SHARED / "captures" / f"{source}.pcap").read_bytes()
+    assert raw[:4] == b"\xd4\xc3\xb2\xa1", "little-endian classic pcap expected"
+    linktype = struct.unpack_from("<I", raw, 20)[0]
+    records = []
+    pos = 24
+    while pos + 16 <= len(raw):
+        sec, usec, incl, orig = struct.unpack_from("<IIII", raw, pos)
+        records.append((sec, usec, orig, bytearray(raw[pos + 16 : pos + 16 + incl])))
+        pos += 16 + incl
+    ports: dict[int, int] = {}
+    for *_, data in records:
+        ip, version = _network_offset(bytes(data), linktype)
+        assert version == 4
+        tcp = ip + (data[ip] & 0x0F) * 4
+        for at in (tcp, tcp + 2):
+            port = int.from_bytes(data[at : at + 2], "big")
+            if port != 9092:
+                ports.setdefault(port, len(ports))
+    span = records[-1][0] - records[0][0] + 1
+    chunks = [raw[:24]]
+    for k in range(copies):
+        for sec, usec, orig, data in records:
+            d = bytearray(data)
+            ip, _ = _network_offset(bytes(d), linktype)
+            tcp = ip + (d[ip] & 0x0F) * 4
+            for at in (tcp, tcp + 2):
+                port = int.from_bytes(d[at : at + 2], "big")
+                if port != 9092:
+                    d[at : at + 2] = (1024 + k * len(ports) + ports[port]).to_bytes(2, "big")
+            chunks.append(struct.pack("<IIII", sec + k * span, usec, len(d), orig) + bytes(d))
+    out.write_bytes(b"".join(chunks))
+    return out

@@ -1,0 +1,48 @@
+"""Captures to Parquet, end to end: MB/s of capture and peak RSS (a fresh process each)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .data import SHARED, big_capture
+
+# the real captures (small: fixed costs dominate) and 100 copies of one (8 MB)
+CAPTURES = [*sorted(p.stem for p in (SHARED / "captures").glob("*.pcap")), "tansu_confluent_x100"]
+
+_CODE = """
+import resource, sys, tempfile, time
+import arrowkafka as ak
+from arrowkafka.traffic import decode_capture
+specs = ak.load_specs()
+decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)  # warm: compile, caches
+t = time.perf_counter()
+summary = decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)
+assert summary.frames_in == summary.rows + summary.rejects
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _run(capture: str) -> tuple[float, float]:
+    path = big_capture(100) if capture.endswith("_x100") else SHARED / "captures" / f"{capture}.pcap"
+    out = subprocess.run([sys.executable, "-c", _CODE, str(path)], check=True, capture_output=True, text=True)
+    seconds, rss_kb = out.stdout.split()
+    return path.stat().st_size / float(seconds) / 1e6, int(rss_kb) / 1024
+
+
+class Capture:
+    params = (CAPTURES,)
+    param_names = ("capture",)
+    number = 1
+    repeat = 1
+    timeout = 300
+
+    def track_mb_per_s(self, capture: str) -> float:
+        return _run(capture)[0]
+
+    track_mb_per_s.unit = "MB/s"  # type: ignore[attr-defined]
+
+    def track_peak_rss_mb(self, capture: str) -> float:
+        return _run(capture)[1]
+
+    track_peak_rss_mb.unit = "MB"  # type: ignore[attr-defined]

@@ -1,0 +1,40 @@
+"""Batch encode throughput (MB/s of output), one core and two."""
+
+from __future__ import annotations
+
+import time
+
+import arrowkafka as ak
+from arrowkafka import reference as ref
+
+from .data import WORKLOADS, batch, body
+
+
+class Encode:
+    params = (list(WORKLOADS), [1, 2])
+    param_names = ("workload", "threads")
+    number = 1
+    repeat = 10
+
+    def setup(self, workload: str, threads: int) -> None:
+        _, self.message, self.version = WORKLOADS[workload]
+        bodies = batch(workload)
+        self.rows = ak.decode(bodies, self.message, self.version)
+        # Warm the JIT, and check against the reference encoder before timing anything.
+        first = ak.encode(self.rows.slice(0, 2), self.message, self.version)[0].as_py()
+        spec = ak.load_specs()[self.message]
+        assert first == ref.encode(spec, self.version, ref.decode(spec, self.version, body(workload)))
+        self.nbytes = bodies.buffers()[2].size
+
+    def time_encode(self, workload: str, threads: int) -> None:
+        ak.encode(self.rows, self.message, self.version, threads=threads)
+
+    def track_mb_per_s(self, workload: str, threads: int) -> float:
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            ak.encode(self.rows, self.message, self.version, threads=threads)
+            best = min(best, time.perf_counter() - t)
+        return self.nbytes / best / 1e6
+
+    track_mb_per_s.unit = "MB/s"  # type: ignore[attr-defined]
