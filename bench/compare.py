@@ -278,6 +278,10 @@ def main() -> None:
         cache = tempfile.mkdtemp(prefix="ak-numba-")
         _run(FIRST_DECODE, cache)
         cold["import_and_first_decode_warm_cache_s"] = min(_run(FIRST_DECODE, cache) for _ in range(3))
+        cold["import_and_first_decode_empty_cache_s"] = min(
+            _run(FIRST_DECODE, tempfile.mkdtemp(prefix="ak-numba-empty-")) for _ in range(3)
+        )
+        cold["import_s"] = min(_run("import arrowkafka", cache) for _ in range(3))
         cold["fifty_pairs_empty_cache_s"] = _run(FIFTY, tempfile.mkdtemp(prefix="ak-numba-empty-"))
     print(
         f"{'workload':<27} {'implementation':<30} {'msgs/s':>12} {'MB/s':>9} {'x best peer':>11} {'of memcpy':>9}"
