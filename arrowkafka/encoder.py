@@ -260,7 +260,7 @@ class _Flattener:
             else:  # a column the input does not have: its spec default
                 value = [] if child.field is None else default_value(self.spec, child.field, self.version)
                 # (built in storage types: pyarrow cannot build uuid extension values from Python)
-                one = pa.array([_plain(value)], storage_type(child.type))
+                one = pa.array([uuids_as_bytes(value)], storage_type(child.type))
                 self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
         if TAGS_PRESENT in names and TAGS_PRESENT in targets:
             self.listed(node, arr.field(TAGS_PRESENT))
@@ -334,14 +334,15 @@ class _Flattener:
             raise TypeError(f"{path}: cannot read {arr.type} as {t}: {e}") from None
 
 
-def _plain(value: Any) -> Any:
-    """A default value with its UUIDs as bytes."""
+def uuids_as_bytes(value: Any) -> Any:
+    """A Python value (row, list, scalar) with its UUIDs as bytes: what pyarrow can build
+    into the uuid storage type."""
     if isinstance(value, uuid.UUID):
         return value.bytes
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: uuids_as_bytes(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [uuids_as_bytes(v) for v in value]
     return value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import arrowkafka as ak
 from arrowkafka import reference as ref
 
-from .data import WORKLOADS, batch, body
+from .data import WORKLOADS, batch, best_mb_per_s, body
 
 
 class Decode:
@@ -26,13 +26,8 @@ class Decode:
         ak.decode(self.bodies, self.message, self.version, threads=threads)
 
     def track_mb_per_s(self, workload: str, threads: int) -> float:
-        import time
-
-        best = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            ak.decode(self.bodies, self.message, self.version, threads=threads)
-            best = min(best, time.perf_counter() - t)
-        return self.nbytes / best / 1e6
+        return best_mb_per_s(
+            lambda: ak.decode(self.bodies, self.message, self.version, threads=threads), self.nbytes
+        )
 
     track_mb_per_s.unit = "MB/s"  # type: ignore[attr-defined]

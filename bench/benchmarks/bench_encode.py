@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import arrowkafka as ak
 from arrowkafka import reference as ref
 
-from .data import WORKLOADS, batch, body
+from .data import WORKLOADS, batch, best_mb_per_s, body
 
 
 class Encode:
@@ -30,11 +28,8 @@ class Encode:
         ak.encode(self.rows, self.message, self.version, threads=threads)
 
     def track_mb_per_s(self, workload: str, threads: int) -> float:
-        best = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            ak.encode(self.rows, self.message, self.version, threads=threads)
-            best = min(best, time.perf_counter() - t)
-        return self.nbytes / best / 1e6
+        return best_mb_per_s(
+            lambda: ak.encode(self.rows, self.message, self.version, threads=threads), self.nbytes
+        )
 
     track_mb_per_s.unit = "MB/s"  # type: ignore[attr-defined]

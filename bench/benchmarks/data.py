@@ -40,6 +40,18 @@ def batch(workload: str) -> pa.BinaryArray:
     return pa.array([b] * COPIES.get(workload, 100_000), pa.binary())
 
 
+def best_mb_per_s(fn: object, nbytes: int, repeat: int = 5) -> float:
+    """MB/s of ``nbytes`` over the best of ``repeat`` calls of ``fn``."""
+    import time
+
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - t)
+    return nbytes / best / 1e6
+
+
 def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
     """A large capture made of ``copies`` of a real one, each copy's connections on client
     ports of their own (so each is a separate conversation), timestamps shifted after the last.

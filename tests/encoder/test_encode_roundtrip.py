@@ -5,7 +5,6 @@ rows (in the version's schema and in the all-versions schema) encode back to the
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arrowkafka import reference as ref
+from arrowkafka.encoder import uuids_as_bytes
 from arrowkafka.schema import storage_type
 from tests.decoder.test_roundtrip import PAIRS, specs_of
 from tests.strategies import message_value
@@ -30,7 +30,7 @@ def test_encode_roundtrip(folder: str, name: str, version: int) -> None:
     def check(values: list[dict[str, Any]]) -> None:
         bodies = [ref.encode(spec, version, v) for v in values]
         # (pyarrow cannot build nested uuid extension values from Python: use their storage)
-        rows = pa.RecordBatch.from_pylist(uuid_bytes(values), schema=storage_schema(schema))
+        rows = pa.RecordBatch.from_pylist(uuids_as_bytes(values), schema=storage_schema(schema))
         if not schema:  # no columns: keep the row count
             rows = pa.RecordBatch.from_struct_array(pa.Array.from_buffers(pa.struct([]), len(values), [None]))
         assert specs.encode(rows, name, version).to_pylist() == bodies
@@ -44,13 +44,3 @@ def test_encode_roundtrip(folder: str, name: str, version: int) -> None:
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(storage_type(f.type)) for f in schema])
-
-
-def uuid_bytes(x: Any) -> Any:
-    if isinstance(x, uuid.UUID):
-        return x.bytes
-    if isinstance(x, dict):
-        return {k: uuid_bytes(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [uuid_bytes(v) for v in x]
-    return x

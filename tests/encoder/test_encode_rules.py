@@ -11,8 +11,8 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka import reference as ref
+from arrowkafka.encoder import uuids_as_bytes
 from tests.conftest import SHARED, SPEC_FOLDERS
-from tests.encoder.test_encode_roundtrip import uuid_bytes
 
 SPECS = ak.load_specs()
 FEATURES = ak.load_specs(SPEC_FOLDERS["features"])
@@ -38,7 +38,7 @@ def rows(
         [pa.field(f.name, types.get(f.name, loose(f.type))) for f in specs.arrow_schema(name, version)]
     )
     full = [{**ref.default_struct(specs[name], specs[name].root, version), **v} for v in values]
-    return pa.RecordBatch.from_pylist(uuid_bytes(full), schema=schema)
+    return pa.RecordBatch.from_pylist(uuids_as_bytes(full), schema=schema)
 
 
 def fails(
