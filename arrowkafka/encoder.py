@@ -28,7 +28,7 @@ from .decoder import each_range
 from .errors import EncodeError
 from .kernels import status
 from .kernels.tiers import kernel_run
-from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan
+from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan, with_indices
 from .reference import default_value
 from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, storage_type
 from .spec import STRUCT_DEFAULTS, Field, MessageSpec
@@ -126,14 +126,6 @@ class _Place:
         return _Place([*self.lists, offsets])
 
 
-def _indexed(path: str, indices: list[int]) -> str:
-    parts = path.split("[]")
-    out = parts[0]
-    for k, rest in enumerate(parts[1:]):
-        out += (f"[{indices[k]}]" if k < len(indices) else "[]") + rest
-    return out
-
-
 class _Flattener:
     """Walks the plan's node tree beside the input arrays, collecting each node's pieces."""
 
@@ -152,7 +144,11 @@ class _Flattener:
     def fail(self, reason: str, node_path: str, place: _Place, slot: int) -> EncodeError:
         row, indices = place.locate(slot)
         return EncodeError(
-            reason, path=_indexed(node_path, indices), row=row, message=self.spec.name, version=self.version
+            reason,
+            path=with_indices(node_path, indices),
+            row=row,
+            message=self.spec.name,
+            version=self.version,
         )
 
     def visit(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> None:
@@ -160,7 +156,7 @@ class _Flattener:
         if node.kind == FIXED:
             arr = self.fixed_input(node, arr, place)
         elif node.kind == VARBIN and arr.type != node.type:
-            arr = self.cast(arr, node.type, node.path, place)
+            arr = self.cast(arr, node.type, node.path)
         p.valid = _valid(arr)
         if node.id in self.tagged:
             assert node.field is not None
@@ -324,10 +320,10 @@ class _Flattener:
                 arr = arr.cast(pa.binary(16))
             return arr
         if arr.type != t:
-            arr = self.cast(arr, t, node.path, place)
+            arr = self.cast(arr, t, node.path)
         return arr
 
-    def cast(self, arr: pa.Array, t: pa.DataType, path: str, place: _Place) -> pa.Array:
+    def cast(self, arr: pa.Array, t: pa.DataType, path: str) -> pa.Array:
         try:
             return arr.cast(t)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

@@ -120,12 +120,7 @@ class Plan:
     def indexed_path(self, pc: int, run_row: int, indices: list[int]) -> str:
         """The path instruction ``pc`` (or FIXED_RUN row ``run_row``) reads, with the list
         indices filled in: ``$.topics[2].partitions[0].error_code``."""
-        parts = (self.run_paths[run_row] if run_row >= 0 else self.paths[pc]).split("[]")
-        out = parts[0]
-        for k, rest in enumerate(parts[1:]):
-            out += f"[{indices[k]}]" if k < len(indices) else "[]"
-            out += rest
-        return out
+        return with_indices(self.run_paths[run_row] if run_row >= 0 else self.paths[pc], indices)
 
     def describe(self) -> str:
         """The program, one instruction per line, with the path each one reads."""
@@ -497,6 +492,15 @@ def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
 
 def _depth(node: Node) -> int:
     return 1 + max((_depth(c) for c in node.children), default=0)
+
+
+def with_indices(path: str, indices: list[int]) -> str:
+    """``$.topics[].partitions[].x`` with list indices filled in, outermost first."""
+    parts = path.split("[]")
+    out = parts[0]
+    for k, rest in enumerate(parts[1:]):
+        out += (f"[{indices[k]}]" if k < len(indices) else "[]") + rest
+    return out
 
 
 _CACHE: dict[tuple[str, str, int, bool], Plan] = {}
