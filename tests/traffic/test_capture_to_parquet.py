@@ -30,7 +30,12 @@ CAPTURES = {
 
 # What does not decode, and why; each is a real peer's oddity, kept raw in _rejects.
 EXPECTED_REJECTS = {
-    # librdkafka sends one MetadataRequest v12 with three bytes more than the v12 layout holds
+    # librdkafka sends one MetadataRequest v12 of 7 bytes, 00000000 01 00 00: read as v12 (a
+    # compact topics count) it is null topics, false, false, no tags, and 3 bytes left over; it
+    # parses exactly as a classic int32 topics count 0, allow_auto_topic_creation true,
+    # include_topic_authorized_operations false, empty tag section: the empty topic list's
+    # count written in the non-flexible form. A broker that does not check for leftover bytes
+    # reads "all topics"; we keep it in _rejects.
     "tansu_confluent": [("MetadataRequest", "Corrupt", "3 bytes left over after the last field")],
     # (noida answers ApiVersions v4 with an UNSUPPORTED_VERSION error in the v0 layout: those
     # decode as v0, as Kafka clients read them; see the test below)
