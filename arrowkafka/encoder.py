@@ -154,7 +154,7 @@ class _Flattener:
     def visit(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> None:
         p = self.pieces.setdefault(node.id, _Pieces())
         if node.kind == FIXED:
-            arr = self.fixed_input(node, arr, place)
+            arr = self.fixed_input(node, arr, live, place)
         elif node.kind == VARBIN and arr.type != node.type:
             arr = self.cast(arr, node.type, node.path)
         p.valid = _valid(arr)
@@ -304,7 +304,7 @@ class _Flattener:
                     reason += " (the field is not ignorable)"
                 raise self.fail(reason, path, place, int(bad[0]))
 
-    def fixed_input(self, node: Node, arr: pa.Array, place: _Place) -> pa.Array:
+    def fixed_input(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> pa.Array:
         t = node.type
         if isinstance(t, pa.BaseExtensionType):  # uuid: the extension, fixed_size_binary(16) or binary
             if isinstance(arr.type, pa.BaseExtensionType):
@@ -312,18 +312,40 @@ class _Flattener:
             if not pa.types.is_fixed_size_binary(arr.type) or arr.type.byte_width != 16:
                 if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
                     raise TypeError(f"{node.path}: expected a uuid, got {arr.type}")
-                sizes = pc.binary_length(arr).to_numpy(zero_copy_only=False)
-                bad = np.flatnonzero(np.nan_to_num(sizes.astype(float), nan=16) != 16)
+                sizes = np.asarray(pc.binary_length(arr).fill_null(16).to_numpy(zero_copy_only=False))
+                wrong = sizes != 16
+                bad = np.flatnonzero(wrong if live is None else wrong & live)
                 if bad.size:
                     i = int(bad[0])
                     raise self.fail(f"uuid must be 16 bytes, got {int(sizes[i])}", node.path, place, i)
+                if wrong.any():  # only in slots no row reaches (under a null list or struct)
+                    arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
                 arr = arr.cast(pa.binary(16))
             return arr
         if arr.type != t:
-            arr = self.cast(arr, t, node.path)
+            arr = self.cast(arr, t, node.path, live, place)
         return arr
 
-    def cast(self, arr: pa.Array, t: pa.DataType, path: str) -> pa.Array:
+    def cast(
+        self,
+        arr: pa.Array,
+        t: pa.DataType,
+        path: str,
+        live: np.ndarray | None = None,
+        place: _Place | None = None,
+    ) -> pa.Array:
+        """``arr`` as the spec's Arrow type; an integer the type cannot hold is an EncodeError
+        naming its row (in a slot no row reaches, it is let through as null)."""
+        if pa.types.is_integer(t) and pa.types.is_integer(arr.type) and place is not None:
+            info = np.iinfo(np.dtype(str(t)))
+            values = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False))
+            wrong = (values < info.min) | (values > info.max)
+            bad = np.flatnonzero(wrong if live is None else wrong & live)
+            if bad.size:
+                i = int(bad[0])
+                raise self.fail(f"{values[i]} is out of range for {t}", path, place, i)
+            if wrong.any():
+                arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
         try:
             return arr.cast(t)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

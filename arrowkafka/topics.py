@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .decoder import as_bodies
-from .errors import Corrupt, Truncated
+from .errors import Corrupt, DecodeError, Truncated
 from .reference import uvarint_bytes
 from .specset import SpecSet, default_specs
 
@@ -82,13 +82,28 @@ def _uvarint(b: bytes, pos: int) -> tuple[int, int]:
 
 
 def _decode_groups(
-    specs: SpecSet, groups: dict[tuple[str, int], list[int]], bodies: list[bytes | None]
+    specs: SpecSet,
+    groups: dict[tuple[str, int], list[int]],
+    bodies: list[bytes | None],
+    prefix: list[int],
+    topic: str,
 ) -> dict[str, pa.Table]:
     """Decode each (message, version) group in the all-versions schema; tables by message,
-    rows in input order, with ``_index``."""
+    rows in input order, with ``_index``. Errors name the input record and the byte offset in
+    it (``prefix[i]``: the frame bytes before record i's body)."""
     parts: dict[str, list[pa.Table]] = defaultdict(list)
     for (message, version), idx in sorted(groups.items()):
-        batch = specs.decode([bodies[i] for i in idx], message, version, all_versions=True)
+        if version not in specs[message].valid_versions:
+            reason = f"{message} has no version {version} (valid versions: {specs[message].valid_versions})"
+            raise Corrupt(reason, message_index=idx[0], message=topic, version=version)
+        try:
+            batch = specs.decode([bodies[i] for i in idx], message, version, all_versions=True)
+        except DecodeError as e:
+            i = idx[e.message_index]
+            raise type(e)(
+                e.reason, path=e.path, message_index=i, offset=prefix[i] + e.offset,
+                size=prefix[i] + e.size, message=f"{topic} {message}", version=version,
+            ) from None  # fmt: skip
         table = pa.Table.from_batches([batch])
         parts[message].append(table.add_column(0, "_index", pa.array(idx, pa.int64())))
     out = {}
@@ -106,6 +121,7 @@ def decode_cluster_metadata(values: Any, *, specs: SpecSet | None = None) -> dic
     raw: list[bytes | None] = as_bodies(values).to_pylist()
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     bodies: list[bytes | None] = []
+    prefix: list[int] = []  # frame bytes before each body
     for i, value in enumerate(raw):
         if value is None:
             raise Corrupt("a null metadata record value", message_index=i, message="__cluster_metadata")
@@ -136,7 +152,8 @@ def decode_cluster_metadata(values: Any, *, specs: SpecSet | None = None) -> dic
             )
         groups[(types[key], version)].append(i)
         bodies.append(value[pos:])
-    return _decode_groups(specs, groups, bodies)
+        prefix.append(pos)
+    return _decode_groups(specs, groups, bodies, prefix, "__cluster_metadata")
 
 
 def decode_consumer_offsets(keys: Any, values: Any, *, specs: SpecSet | None = None) -> dict[str, pa.Table]:
@@ -174,8 +191,9 @@ def decode_consumer_offsets(keys: Any, values: Any, *, specs: SpecSet | None = N
             )
         value_groups[(types[t] + "Value", int.from_bytes(v[:2], "big", signed=True))].append(i)
         value_bodies.append(v[2:])
-    decoded_keys = _decode_groups(specs, key_groups, key_bodies)
-    decoded_values = _decode_groups(specs, value_groups, value_bodies)
+    two = [2] * len(key_bodies)  # the int16 record type (key) and version (value)
+    decoded_keys = _decode_groups(specs, key_groups, key_bodies, two, "__consumer_offsets key")
+    decoded_values = _decode_groups(specs, value_groups, value_bodies, two, "__consumer_offsets value")
     out = {}
     for name in sorted(set(names)):
         k = decoded_keys[name + "Key"]

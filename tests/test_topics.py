@@ -88,3 +88,22 @@ def test_bad_frames_name_the_record() -> None:
         topics.decode_cluster_metadata([b"\x01\x63\x00"])
     with pytest.raises(ak.Truncated, match="ends inside"):
         topics.decode_cluster_metadata([b"\x01"])
+
+
+def test_errors_name_the_input_record_and_its_byte() -> None:
+    values = metadata_values()
+    cut = values.to_pylist()
+    cut[2] = cut[2][:-3]  # the second PartitionRecord, three bytes short
+    with pytest.raises(ak.Truncated) as e:
+        topics.decode_cluster_metadata(cut)
+    assert e.value.message_index == 2 and e.value.size == len(cut[2])
+    assert e.value.offset > 3 and e.value.message == "__cluster_metadata PartitionRecord"
+    with pytest.raises(ak.Corrupt, match="PartitionRecord has no version 99") as c:
+        topics.decode_cluster_metadata([values[0].as_py(), b"\x01\x03\x63"])
+    assert c.value.message_index == 1
+    keys, vals = offsets_records()
+    bad = vals.to_pylist()
+    bad[3] = bad[3][:-1]  # input 3 is the third OffsetCommit (input 2 is a tombstone)
+    with pytest.raises(ak.Truncated) as t:
+        topics.decode_consumer_offsets(keys, bad)
+    assert t.value.message_index == 3 and t.value.size == len(bad[3])

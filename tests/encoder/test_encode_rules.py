@@ -149,6 +149,48 @@ def test_classic_string_over_32767_bytes() -> None:
     assert ref.decode(SPECS["MetadataRequest"], 9, body)["topics"][0]["name"] == long
 
 
+def test_values_no_row_reaches_are_not_checked() -> None:
+    # a null list whose range still holds a short uuid and an int32-overflowing int64: never written
+    inner = pa.struct([("topic_id", pa.binary()), ("name", pa.string())])
+    topics = pa.ListArray.from_arrays(
+        pa.array([0, 1, 1], pa.int32()),
+        pa.array([{"topic_id": b"abc", "name": "t"}], inner),
+        mask=pa.array([True, False]),
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [topics, pa.array([True, True]), pa.array([False, False])],
+        names=["topics", "allow_auto_topic_creation", "include_topic_authorized_operations"],
+    )
+    spec = SPECS["MetadataRequest"]
+    want = ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": None})
+    assert SPECS.encode(batch, "MetadataRequest", 12).to_pylist() == [
+        want,
+        ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": []}),
+    ]
+
+
+def test_a_wider_integer_column_is_range_checked_by_row() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "error_code": pa.array([0, 70000], pa.int64()),
+            "api_keys": pa.array(
+                [[], []],
+                pa.list_(
+                    pa.struct(
+                        [("api_key", pa.int16()), ("min_version", pa.int16()), ("max_version", pa.int16())]
+                    )
+                ),
+            ),
+        }
+    )
+    fails(
+        batch,
+        "ApiVersionsResponse",
+        0,
+        "70000 is out of range for int16 at $.error_code (row 1, ApiVersionsResponse v0)",
+    )
+
+
 def test_uuid_of_the_wrong_width() -> None:
     t = pa.list_(pa.field("item", pa.struct([("topic_id", pa.binary()), ("name", pa.string())])))
     batch = rows("MetadataRequest", 10, [{"topics": [{"topic_id": b"short", "name": "t"}]}], topics=t)
