@@ -147,6 +147,14 @@ def _put_len(out, pos, kind, n):
 
 
 @njit(inline="always")
+def _len(out, pos, fill, kind, n):
+    """A length or count: written at pos in pass 2, only counted in pass 1 -> new pos."""
+    if fill:
+        return _put_len(out, pos, kind, n)
+    return pos + _len_size(kind, n)
+
+
+@njit(inline="always")
 def _entry_size(optbuf, tag, n):
     """Header bytes of a tagged entry (tag, size) or a draft optional entry (size, int16 tag)."""
     if optbuf:
@@ -305,10 +313,7 @@ def run(
                     if code[pc, 3] == 0:
                         err = E_NULL
                         break
-                    if fill:
-                        pos = _put_len(out, pos, kind, -1)
-                    else:
-                        pos += _len_size(kind, -1)
+                    pos = _len(out, pos, fill, kind, -1)
                 else:
                     b0 = np.int64(offs[off_base[node] + slot])
                     n = np.int64(offs[off_base[node] + slot + 1]) - b0
@@ -316,13 +321,11 @@ def run(
                         err = E_LONG_STRING
                         d1 = n
                         break
+                    pos = _len(out, pos, fill, kind, n)
                     if fill:
-                        pos = _put_len(out, pos, kind, n)
                         src = data_base[node] + b0
                         out[pos : pos + n] = data[src : src + n]
-                        pos += n
-                    else:
-                        pos += _len_size(kind, n) + n
+                    pos += n
                 pc += 1
             elif op == LIST or op == LIST_FIXED:
                 slot = cur[owner[node]]
@@ -333,18 +336,12 @@ def run(
                     if nullable == 0:
                         err = E_NULL
                         break
-                    if fill:
-                        pos = _put_len(out, pos, kind, -1)
-                    else:
-                        pos += _len_size(kind, -1)
+                    pos = _len(out, pos, fill, kind, -1)
                     pc = after
                     continue
                 e0 = np.int64(offs[off_base[node] + slot])
                 n = np.int64(offs[off_base[node] + slot + 1]) - e0
-                if fill:
-                    pos = _put_len(out, pos, kind, n)
-                else:
-                    pos += _len_size(kind, n)
+                pos = _len(out, pos, fill, kind, n)
                 if op == LIST_FIXED:
                     child = code[pc, 2]
                     ek = code[pc, 5]
