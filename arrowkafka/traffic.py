@@ -28,7 +28,15 @@ from .framing import parse_request, parse_response
 from .schema import unknown_tags_type
 from .specset import SpecSet
 
-__all__ = ["Summary", "decode_capture", "FRAME_COLUMNS", "REJECT_SCHEMA"]
+__all__ = [
+    "Summary",
+    "decode_capture",
+    "decode_frames",
+    "frames_table",
+    "FRAME_COLUMNS",
+    "FRAMES_SCHEMA",
+    "REJECT_SCHEMA",
+]
 
 FRAME_COLUMNS = pa.schema(
     [
@@ -47,6 +55,17 @@ FRAME_COLUMNS = pa.schema(
         pa.field(
             "_latency_ns", pa.int64(), metadata={"about": "response first segment - request first segment"}
         ),
+    ]
+)
+# One row per whole frame, before its body is decoded (``frames_table``).
+FRAMES_SCHEMA = pa.schema(
+    [
+        pa.field("_capture", pa.string(), nullable=False),
+        pa.field("_direction", pa.string(), nullable=False, metadata={"about": "request or response"}),
+        pa.field("_message", pa.string(), nullable=False, metadata={"about": "the body's message type"}),
+        pa.field("_version", pa.int16(), nullable=False, metadata={"about": "the body's version"}),
+        *FRAME_COLUMNS,
+        pa.field("_body", pa.binary(), nullable=False, metadata={"about": "the frame after its header"}),
     ]
 )
 REJECT_SCHEMA = pa.schema(
@@ -225,6 +244,91 @@ def group_frames(
     return groups
 
 
+def frames_table(
+    captures: Sequence[str | Path],
+    specs: SpecSet,
+    *,
+    broker_ports: Iterable[int] = (9092,),
+    summary: Summary | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Every whole frame of the captures, header parsed and responses paired with their
+    requests, as one row each (``FRAMES_SCHEMA``: where it was, what it is, its body), and
+    the rows of ``_rejects`` for what could not be framed, parsed or paired."""
+    summary = Summary() if summary is None else summary
+    rejects: list[dict[str, Any]] = []
+    groups = group_frames(captures, specs, broker_ports=broker_ports, summary=summary, rejects=rejects)
+    keys = [key for key, fs in sorted(groups.items()) for _ in fs]
+    frames = [f for _, fs in sorted(groups.items()) for f in fs]
+    columns = [
+        pa.array([f.capture for f in frames], pa.string()),
+        pa.array([k[0] for k in keys], pa.string()),
+        pa.array([k[1] for k in keys], pa.string()),
+        pa.array([k[2] for k in keys], pa.int16()),
+        *_frame_columns(frames),
+        pa.array([f.body for f in frames], pa.binary()),
+    ]
+    table = pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
+    return table, pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA)
+
+
+def decode_frames(
+    frames: pa.Table, specs: SpecSet, *, summary: Summary | None = None
+) -> tuple[dict[str, pa.Table], pa.Table]:
+    """Decode the bodies of a ``frames_table``, one batch per (message, version), into one
+    table per message type (the all-versions schema after the frame columns); bodies that do
+    not decode become rows of ``_rejects``."""
+    summary = Summary() if summary is None else summary
+    rejects: list[dict[str, Any]] = []
+    tables: dict[str, list[pa.Table]] = defaultdict(list)
+    messages = frames.column("_message").to_numpy(zero_copy_only=False)
+    versions = frames.column("_version").to_numpy()
+    work = []
+    if len(frames):
+        # groups in (message, version) order, rows in frame order within each
+        names, codes = np.unique(messages.astype(str), return_inverse=True)
+        uniq, inverse = np.unique(codes.astype(np.int64) * 65536 + versions, return_inverse=True)
+        for k, key in enumerate(uniq):
+            rows = np.flatnonzero(inverse == k)
+            work.append((str(names[key // 65536]), int(key % 65536), frames.take(rows)))
+    while work:
+        message, version, group = work.pop(0)
+        bodies = group.column("_body").combine_chunks()
+        batch, bad = specs.decode(bodies, message, version, errors="null", all_versions=True)
+        good = np.ones(len(group), dtype=bool)
+        retry: list[int] = []
+        for row in bad.to_pylist():
+            i = row["index"]
+            good[i] = False
+            body = bodies[i].as_py()
+            if message == "ApiVersionsResponse" and version > 0 and _v0_error(specs, body):
+                # A broker answers an ApiVersions version it does not know with an error in the
+                # v0 layout, and clients read it so (Kafka's ApiVersionsResponse.parse): so do we.
+                retry.append(i)
+                continue
+            stat = summary.per_api.get((message.removesuffix("Request").removesuffix("Response"), version))
+            if stat is not None:
+                stat["rejects"] += 1
+            direction = "request" if message.endswith("Request") else "response"
+            f = group.slice(i, 1).to_pylist()[0]
+            _reject(summary, rejects, f["_capture"], row["error"], row["reason"], body, client=f["_client"],
+                    broker=f["_broker"], ts=f["_ts_first"], direction=direction, message=message,
+                    version=version, path=row["path"], offset=row["offset"])  # fmt: skip
+        if retry:
+            work.append((message, 0, group.take(retry)))
+        body = pa.Table.from_batches([batch]).filter(pa.array(good))
+        body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
+        kept = group.filter(pa.array(good)).select(FRAME_COLUMNS.names).cast(FRAME_COLUMNS)
+        summary.rows += kept.num_rows
+        out = kept
+        for i, name in enumerate(body.column_names):
+            out = out.append_column(body.schema.field(i), body.column(name))
+        tables[message].append(out.replace_schema_metadata(body.schema.metadata))
+    return (
+        {message: pa.concat_tables(parts) for message, parts in tables.items()},
+        pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA),
+    )
+
+
 def decode_capture(
     captures: Sequence[str | Path],
     outdir: str | Path | None,
@@ -234,48 +338,16 @@ def decode_capture(
 ) -> Summary:
     """Decode captures into Parquet tables under ``outdir`` (nothing written if None)."""
     summary = Summary()
-    rejects: list[dict[str, Any]] = []
-    groups = group_frames(captures, specs, broker_ports=broker_ports, summary=summary, rejects=rejects)
-    tables: dict[str, list[pa.Table]] = defaultdict(list)
-    work = sorted(groups.items())
-    while work:
-        (_, message, version), frames = work.pop(0)
-        batch, bad = specs.decode(
-            [f.body for f in frames], message, version, errors="null", all_versions=True
-        )
-        good = np.ones(len(frames), dtype=bool)
-        retry: list[_Frame] = []
-        for row in bad.to_pylist():
-            good[row["index"]] = False
-            f = frames[row["index"]]
-            if message == "ApiVersionsResponse" and version > 0 and _v0_error(specs, f.body):
-                # A broker answers an ApiVersions version it does not know with an error in the
-                # v0 layout, and clients read it so (Kafka's ApiVersionsResponse.parse): so do we.
-                retry.append(f)
-                continue
-            summary.per_api[(message.removesuffix("Request").removesuffix("Response"), version)][
-                "rejects"
-            ] += 1
-            direction = "request" if message.endswith("Request") else "response"
-            _reject(summary, rejects, f.capture, row["error"], row["reason"], f.body, client=f.client,
-                    broker=f.broker, ts=f.ts_first, direction=direction, message=message, version=version,
-                    path=row["path"], offset=row["offset"])  # fmt: skip
-        if retry:
-            work.append((("response", message, 0), retry))
-        kept = [f for f, ok in zip(frames, good, strict=True) if ok]
-        body = pa.Table.from_batches([batch]).filter(pa.array(good))
-        body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
-        summary.rows += len(kept)
-        tables[message].append(_with_frame_columns(body, kept))
-    for message, parts in tables.items():
-        table = pa.concat_tables(parts)
+    frames, rejects = frames_table(captures, specs, broker_ports=broker_ports, summary=summary)
+    tables, bad = decode_frames(frames, specs, summary=summary)
+    for message, table in tables.items():
         summary.tables[message] = table.num_rows
         if outdir is not None:
             Path(outdir).mkdir(parents=True, exist_ok=True)
             pq.write_table(table, Path(outdir) / f"{message}.parquet")
     if outdir is not None:
         Path(outdir).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA), Path(outdir) / "_rejects.parquet")
+        pq.write_table(pa.concat_tables([rejects, bad]), Path(outdir) / "_rejects.parquet")
     return summary
 
 
@@ -289,9 +361,10 @@ def _v0_error(specs: SpecSet, body: bytes) -> bool:
     return bool(batch.column("error_code")[0].as_py())
 
 
-def _with_frame_columns(body: pa.Table, frames: list[_Frame]) -> pa.Table:
+def _frame_columns(frames: list[_Frame]) -> list[pa.Array]:
+    """The FRAME_COLUMNS of frames, in order."""
     latency = [None if f.request_ts is None else f.ts_first - f.request_ts for f in frames]
-    columns = [
+    return [
         pa.array([f.client for f in frames], pa.string()),
         pa.array([f.broker for f in frames], pa.string()),
         pa.array([f.ts_first for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
@@ -303,8 +376,3 @@ def _with_frame_columns(body: pa.Table, frames: list[_Frame]) -> pa.Table:
         pa.array([f.request_ts for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
         pa.array(latency, pa.int64()),
     ]
-    frame = pa.Table.from_arrays(columns, schema=FRAME_COLUMNS)
-    out = frame
-    for i, name in enumerate(body.column_names):
-        out = out.append_column(body.schema.field(i), body.column(name))
-    return out.replace_schema_metadata(body.schema.metadata)
