@@ -12,19 +12,24 @@ capture issue's work.
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .capture import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
+from .capture.columnar import FrameArrays, capture_frame_arrays
 from .errors import DecodeError
 from .framing import parse_request, parse_response
+from .kernels import capture as kc
+from .kernels.tiers import PURE_BUDGET
 from .schema import unknown_tags_type
 from .specset import SpecSet
 
@@ -132,9 +137,12 @@ class Summary:
 
 
 def _addr(ip: bytes, port: int) -> str:
-    if len(ip) == 4:
-        return f"{'.'.join(str(b) for b in ip)}:{port}"
-    return f"[{ip.hex(':', 2)}]:{port}"
+    return f"{_ip(ip)}:{port}"
+
+
+@lru_cache(maxsize=4096)
+def _ip(ip: bytes) -> str:
+    return ".".join(str(b) for b in ip) if len(ip) == 4 else f"[{ip.hex(':', 2)}]"
 
 
 def _reject(
@@ -245,30 +253,290 @@ def group_frames(
 
 
 def frames_table(
-    captures: Sequence[str | Path],
+    captures: Sequence[str | Path | BinaryIO],
     specs: SpecSet,
     *,
     broker_ports: Iterable[int] = (9092,),
     summary: Summary | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Every whole frame of the captures, header parsed and responses paired with their
-    requests, as one row each (``FRAMES_SCHEMA``: where it was, what it is, its body), and
-    the rows of ``_rejects`` for what could not be framed, parsed or paired."""
+    requests, as one row each (``FRAMES_SCHEMA``: where it was, what it is, its body),
+    grouped by (direction, message, version) per capture, in the order the capture completed
+    them within each group; and the rows of ``_rejects`` for what could not be framed, parsed
+    or paired. Captures are paths or binary file objects."""
     summary = Summary() if summary is None else summary
     rejects: list[dict[str, Any]] = []
-    groups = group_frames(captures, specs, broker_ports=broker_ports, summary=summary, rejects=rejects)
-    keys = [key for key, fs in sorted(groups.items()) for _ in fs]
-    frames = [f for _, fs in sorted(groups.items()) for f in fs]
-    columns = [
-        pa.array([f.capture for f in frames], pa.string()),
-        pa.array([k[0] for k in keys], pa.string()),
-        pa.array([k[1] for k in keys], pa.string()),
-        pa.array([k[2] for k in keys], pa.int16()),
-        *_frame_columns(frames),
-        pa.array([f.body for f in frames], pa.binary()),
-    ]
-    table = pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
+    parts = []
+    for capture in captures:
+        name = str(capture) if isinstance(capture, str | Path) else str(getattr(capture, "name", "<stream>"))
+        stats = CaptureStats()
+        summary.capture_stats.append(stats)
+        arrays = capture_frame_arrays(capture, broker_ports=frozenset(broker_ports), stats=stats)
+        parts.append(_Headers(specs, name, summary, rejects).table(arrays))
+    table = pa.concat_tables(parts) if parts else FRAMES_SCHEMA.empty_table()
     return table, pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA)
+
+
+class _Headers:
+    """One capture's ``FrameArrays`` -> rows of FRAMES_SCHEMA: headers read by a kernel where
+    they are plain (by ``framing``'s parsers where not), responses paired with requests."""
+
+    def __init__(self, specs: SpecSet, capture: str, summary: Summary, rejects: list[dict[str, Any]]):
+        self.specs, self.capture, self.summary, self.rejects = specs, capture, summary, rejects
+        self.request_hv, self.response_hv, self.names = _header_tables(specs)
+
+    def reject(self, a: FrameArrays, i: int, error: str, reason: str, raw: bytes, **where: Any) -> None:
+        conn = a.conns[int(a.conn[i])]
+        _reject(self.summary, self.rejects, self.capture, error, reason, raw,
+                client=_addr(conn.client_ip, conn.client_port),
+                broker=_addr(conn.server_ip, conn.server_port),
+                direction="request" if a.request[i] else "response", ts=int(a.ts_first[i]),
+                **where)  # fmt: skip
+
+    def table(self, a: FrameArrays) -> pa.Table:
+        summary = self.summary
+        for _, item in sorted(a.others, key=lambda x: x[0]):
+            if isinstance(item, PartialFrame | SkippedBytes):
+                summary.frames_in += 1
+                conn = item.conn
+                reason = getattr(item, "reason", "partial frame")
+                _reject(summary, self.rejects, self.capture, "Partial", reason, bytes(item.data),
+                        client=_addr(conn.client_ip, conn.client_port),
+                        broker=_addr(conn.server_ip, conn.server_port), direction=item.direction,
+                        ts=getattr(item, "ts_first_ns", None))  # fmt: skip
+        at = np.argsort(a.order, kind="stable")
+        summary.frames_in += len(at)
+        req = at[a.request[at]]
+        resp = at[~a.request[at]]
+        n = len(a.off)
+        key, ver, corr = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        cid_off, cid_len, body = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
+        status = np.zeros(n, np.int64)
+        ok = np.zeros(n, np.bool_)
+        rk, rv, rc, ro, rl, rb, rs = (np.zeros(len(req), np.int64) for _ in range(7))
+        kc.request_headers(a.data, a.off[req], a.size[req], self.request_hv, rk, rv, rc, ro, rl, rb, rs)
+        key[req], ver[req], corr[req], cid_off[req], cid_len[req], body[req] = rk, rv, rc, ro, rl, rb
+        status[req] = rs
+        ok[req] = rs == kc.H_OK
+        client_ids: dict[int, str | None] = {}
+        tags: dict[int, list[tuple[int, bytes]]] = {}
+        for i in req[rs != kc.H_OK].tolist():
+            frame = _frame_bytes(a, i)
+            try:
+                header = parse_request(frame, self.specs)
+                self.specs.request(header.api_key).check_version(header.api_version)
+            except (DecodeError, KeyError) as e:
+                reason = e.args[0] if isinstance(e, KeyError) else str(e)
+                self.reject(a, i, type(e).__name__, str(reason), frame)
+                continue
+            key[i], ver[i], corr[i] = header.api_key, header.api_version, header.correlation_id
+            client_ids[i], tags[i] = header.client_id, header.tags
+            body[i] = a.off[i] + a.size[i] - len(header.body)
+            ok[i] = True
+        good_req = req[ok[req]]
+        # a response answers the latest request before it on its connection with its
+        # correlation id, and only the first such response is taken
+        word = a.data[a.off[resp][:, None] + np.arange(4)].astype(np.int64)  # responses have 4 bytes or more
+        corr[resp] = ((word[:, 0] << 24) | (word[:, 1] << 16) | (word[:, 2] << 8) | word[:, 3]).astype(
+            np.int32
+        )
+        match = _pair(a, good_req, resp, corr)
+        request_of = np.full(n, -1, np.int64)
+        for j, i in zip(resp.tolist(), match.tolist(), strict=True):
+            if i < 0:
+                self.reject(a, j, "Unmatched", "no request with this correlation id in the capture",
+                            _frame_bytes(a, j))  # fmt: skip
+                continue
+            request_of[j] = i
+        paired = resp[match >= 0]
+        key[paired], ver[paired] = key[request_of[paired]], ver[request_of[paired]]
+        hv = self._response_hv(key[paired], ver[paired])
+        plain = (hv == 0) | (
+            (a.size[paired] >= 5) & (a.data[np.minimum(a.off[paired] + 4, len(a.data) - 1)] == 0)
+        )
+        body[paired] = a.off[paired] + 4 + hv
+        ok[paired[plain]] = True
+        for i in paired[~plain].tolist():
+            frame = _frame_bytes(a, i)
+            try:
+                rheader = parse_response(frame, int(self._response_hv(key[i : i + 1], ver[i : i + 1])[0]))
+            except DecodeError as e:
+                self.reject(a, i, type(e).__name__, str(e), frame, message=self.names[1][int(key[i])],
+                            version=int(ver[i]))  # fmt: skip
+                continue
+            tags[i] = rheader.tags
+            body[i] = a.off[i] + a.size[i] - len(rheader.body)
+            ok[i] = True
+        rows = at[ok[at]]
+        # grouped by (direction, message, version), frames in capture order within each
+        names = np.where(a.request[rows], self.names[0][key[rows]], self.names[1][key[rows]]).astype(str)
+        rows = rows[np.lexsort((ver[rows], names, ~a.request[rows]))]
+        return self._columns(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_of)
+
+    def _response_hv(self, key: np.ndarray, ver: np.ndarray) -> np.ndarray:
+        keys, versions = self.response_hv.shape
+        inside = (key < keys) & (ver < versions)
+        out = self.response_hv[np.where(inside, key, 0), np.where(inside, ver, 0)]
+        for j in np.flatnonzero(~inside).tolist():
+            out[j] = self.specs.response_header_version(int(key[j]), int(ver[j]))
+        return out
+
+    def _columns(self, a: FrameArrays, rows: np.ndarray, key: np.ndarray, ver: np.ndarray, corr: np.ndarray,
+                 cid_off: np.ndarray, cid_len: np.ndarray, client_ids: dict[int, str | None],
+                 tags: dict[int, list[tuple[int, bytes]]], body: np.ndarray, request_of: np.ndarray
+                 ) -> pa.Table:  # fmt: skip
+        is_req = a.request[rows]
+        req_ts = np.where(is_req, 0, a.ts_first[np.maximum(request_of[rows], 0)])
+        latency = np.where(is_req, 0, a.ts_first[rows] - req_ts)
+        # per (api, version): requests, responses, bytes, latencies (responses in row order)
+        groups, group_of = np.unique(key[rows] * 65536 + ver[rows], return_inverse=True)
+        counts = [np.bincount(group_of, weights=w, minlength=len(groups)).astype(np.int64).tolist()
+                  for w in (is_req, ~is_req, a.size[rows] + 4)]  # fmt: skip
+        by_group = np.argsort(group_of, kind="stable")
+        bounds = np.searchsorted(group_of[by_group], np.arange(len(groups) + 1))
+        for g, gk in enumerate(groups.tolist()):
+            api_key, v = divmod(gk, 65536)
+            name = self.names[0][api_key] or self.names[1][api_key]
+            s = self.summary.per_api.setdefault(
+                (name.removesuffix("Request").removesuffix("Response"), v),
+                {"requests": 0, "responses": 0, "bytes": 0, "rejects": 0, "latency": []},
+            )
+            s["requests"] += counts[0][g]
+            s["responses"] += counts[1][g]
+            s["bytes"] += counts[2][g]
+            members = by_group[bounds[g] : bounds[g + 1]]
+            s["latency"].extend(latency[members[~is_req[members]]].tolist())
+        # message names: one string per (api key, direction), taken per row
+        codes, code_of = np.unique(key[rows] * 2 + ~is_req, return_inverse=True)
+        names = pa.array([self.names[c % 2][c // 2] for c in codes.tolist()], pa.string())
+        conn_names = pa.array([f"{_addr(c.client_ip, c.client_port)}" for c in a.conns], pa.string())
+        broker_names = pa.array([f"{_addr(c.server_ip, c.server_port)}" for c in a.conns], pa.string())
+        conn = pa.array(a.conn[rows])
+        cid_starts, cid_lens = cid_off[rows].copy(), cid_len[rows].copy()
+        data = a.data
+        if client_ids:  # headers the Python parser read: their client ids go after the data
+            extra = bytearray()
+            for j, i in enumerate(rows.tolist()):
+                if i in client_ids:
+                    cid = client_ids[i]
+                    raw = b"" if cid is None else cid.encode()
+                    cid_starts[j], cid_lens[j] = len(data) + len(extra), -1 if cid is None else len(raw)
+                    extra += raw
+            data = np.concatenate([data, np.frombuffer(bytes(extra), np.uint8)])
+        cid_lens[~is_req] = -1
+        ts_type = pa.timestamp("ns", "UTC")
+        columns = [
+            pa.array([self.capture], pa.string()).take(np.zeros(len(rows), np.int64)),
+            pa.array(["request", "response"], pa.string()).take((~is_req).astype(np.int64)),
+            names.take(code_of.ravel()),
+            pa.array(ver[rows].astype(np.int16)),
+            conn_names.take(conn),
+            broker_names.take(conn),
+            pa.array(a.ts_first[rows]).cast(ts_type),
+            pa.array(a.ts_last[rows]).cast(ts_type),
+            pa.array(corr[rows].astype(np.int32)),
+            pa.array(ver[rows].astype(np.int16)),
+            _slices(data, cid_starts, np.maximum(cid_lens, 0), cid_lens >= 0, pa.string()),
+            _tags_column(rows, tags),
+            pa.array(req_ts, mask=is_req).cast(ts_type),
+            pa.array(latency, mask=is_req),
+            _slices(a.data, body[rows], a.off[rows] + a.size[rows] - body[rows], None, pa.binary()),
+        ]
+        return pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
+
+
+def _frame_bytes(a: FrameArrays, i: int) -> bytes:
+    return a.data[int(a.off[i]) : int(a.off[i] + a.size[i])].tobytes()
+
+
+def _pair(a: FrameArrays, requests: np.ndarray, responses: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """For each response, the request it answers (-1 if none): the latest before it with its
+    connection and correlation id; a request answers one response only, the first."""
+    out = np.full(len(responses), -1, np.int64)
+    if not len(requests) or not len(responses):
+        return out
+    rkey = (a.conn[requests] << 32) + (corr[requests] & 0xFFFFFFFF)
+    srt = np.lexsort((a.order[requests], rkey))
+    rkey, rord, rid = rkey[srt], a.order[requests][srt], requests[srt]
+    qkey = (a.conn[responses] << 32) + (corr[responses] & 0xFFFFFFFF)
+    qord = a.order[responses]
+    lo = np.searchsorted(rkey, qkey, "left")
+    cand = np.searchsorted(rkey, qkey, "right") - 1
+    # step back over requests completed after the response (a correlation id reused later)
+    while True:
+        late = (cand >= lo) & (rord[np.maximum(cand, 0)] > qord)
+        if not late.any():
+            break
+        cand[late] -= 1
+    found = cand >= lo
+    # responses come in capture order: the first one to name a request takes it
+    first = np.zeros(len(responses), np.bool_)
+    _, at = np.unique(np.where(found, cand, -1), return_index=True)
+    first[at] = True
+    keep = found & first
+    out[keep] = rid[cand[keep]]
+    return out
+
+
+def _slices(
+    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, valid: np.ndarray | None, t: pa.DataType
+) -> pa.Array:
+    """A binary or string array of ``data[starts[i] : starts[i] + lengths[i]]`` (null where not
+    ``valid``)."""
+    offsets = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    kc.gather(data, starts, starts + lengths, out)
+    if offsets[-1] >= 2**31:
+        t = pa.large_string() if t == pa.string() else pa.large_binary()
+    else:
+        offsets = offsets.astype(np.int32)
+    bits = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    nulls = 0 if valid is None else int(len(valid) - valid.sum())
+    array = pa.Array.from_buffers(
+        t, len(starts), [bits, pa.py_buffer(offsets), pa.py_buffer(out)], null_count=nulls
+    )
+    if t == pa.large_binary() or t == pa.large_string():
+        array = array.cast(pa.binary() if t == pa.large_binary() else pa.string())
+    return array
+
+
+def _tags_column(rows: np.ndarray, tags: dict[int, list[tuple[int, bytes]]]) -> pa.Array:
+    if any(tags.values()):
+        return pa.array([tags.get(i, []) for i in rows.tolist()], unknown_tags_type())
+    t = unknown_tags_type()
+    return pa.MapArray.from_arrays(
+        pa.array(np.zeros(len(rows) + 1, np.int32)), pa.array([], t.key_type), pa.array([], t.item_type)
+    )
+
+
+_TABLES: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+
+
+def _header_tables(specs: SpecSet) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Per (api key, version): the request header version (-1 where the specs have no such
+    request) and the response header version; and the request and response names by key."""
+    if id(specs) in _TABLES:
+        return _TABLES[id(specs)]
+    apis = [s for s in specs.values() if s.api_key is not None and s.type in ("request", "response")]
+    keys = max((s.api_key for s in apis if s.api_key is not None), default=0) + 1
+    # versions past 255 (open-ended user specs) are left to the Python header parsers
+    versions = min(max((s.valid_versions.hi for s in apis if not s.valid_versions.empty), default=0), 255) + 1
+    req = np.full((keys, versions), -1, np.int64)
+    resp = np.zeros((keys, versions), np.int64)
+    names = (np.full(keys, "", object), np.full(keys, "", object))
+    for s in apis:
+        assert s.api_key is not None
+        if s.type == "request":
+            names[0][s.api_key] = s.name
+            for v in range(s.valid_versions.lo, min(s.valid_versions.hi + 1, versions)):
+                req[s.api_key, v] = specs.request_header_version(s.api_key, v)
+        else:
+            names[1][s.api_key] = s.name
+            for v in range(s.valid_versions.lo, min(s.valid_versions.hi + 1, versions)):
+                resp[s.api_key, v] = specs.response_header_version(s.api_key, v)
+    _TABLES[id(specs)] = (req, resp, names)
+    return req, resp, names
 
 
 def decode_frames(
@@ -280,23 +548,35 @@ def decode_frames(
     summary = Summary() if summary is None else summary
     rejects: list[dict[str, Any]] = []
     tables: dict[str, list[pa.Table]] = defaultdict(list)
-    messages = frames.column("_message").to_numpy(zero_copy_only=False)
-    versions = frames.column("_version").to_numpy()
+    if frames.column("_body").nbytes > PURE_BUDGET:
+        # many small batches of a big job: the compiled kernel from the first (see kernels.tiers)
+        importlib.import_module("arrowkafka.kernels.decode")
     work = []
     if len(frames):
-        # groups in (message, version) order, rows in frame order within each
-        names, codes = np.unique(messages.astype(str), return_inverse=True)
-        uniq, inverse = np.unique(codes.astype(np.int64) * 65536 + versions, return_inverse=True)
-        for k, key in enumerate(uniq):
-            rows = np.flatnonzero(inverse == k)
-            work.append((str(names[key // 65536]), int(key % 65536), frames.take(rows)))
+        # groups in (message, version) order, rows in frame order within each: one sort,
+        # then each group is a slice
+        names = frames.column("_message").combine_chunks().dictionary_encode()
+        codes = np.asarray(names.indices)
+        rank = np.argsort(np.argsort(np.asarray(names.dictionary.to_pylist(), object)))
+        versions = frames.column("_version").to_numpy().astype(np.int64)
+        key = rank[codes] * 65536 + versions
+        order = np.argsort(key, kind="stable")
+        if (np.diff(key) < 0).any():  # frames_table gives each capture's frames grouped
+            frames, key, versions = frames.take(order), key[order], versions[order]
+        bounds = np.flatnonzero(np.diff(key)) + 1
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(key)], strict=True):
+            work.append((str(frames["_message"][lo]), int(versions[lo]), frames.slice(lo, hi - lo)))
     while work:
         message, version, group = work.pop(0)
         bodies = group.column("_body").combine_chunks()
         batch, bad = specs.decode(bodies, message, version, errors="null", all_versions=True)
         good = np.ones(len(group), dtype=bool)
         retry: list[int] = []
-        for row in bad.to_pylist():
+        bad_rows = bad.to_pylist()
+        where = group.take(pa.array([row["index"] for row in bad_rows], pa.int64())).select(
+            ["_capture", "_client", "_broker", "_ts_first"]
+        )
+        for row, f in zip(bad_rows, where.to_pylist(), strict=True):
             i = row["index"]
             good[i] = False
             body = bodies[i].as_py()
@@ -309,20 +589,19 @@ def decode_frames(
             if stat is not None:
                 stat["rejects"] += 1
             direction = "request" if message.endswith("Request") else "response"
-            f = group.slice(i, 1).to_pylist()[0]
             _reject(summary, rejects, f["_capture"], row["error"], row["reason"], body, client=f["_client"],
                     broker=f["_broker"], ts=f["_ts_first"], direction=direction, message=message,
                     version=version, path=row["path"], offset=row["offset"])  # fmt: skip
         if retry:
             work.append((message, 0, group.take(retry)))
-        body = pa.Table.from_batches([batch]).filter(pa.array(good))
+        body = pa.Table.from_batches([batch])
+        kept = group.select(FRAME_COLUMNS.names)
+        if not good.all():
+            body, kept = body.filter(pa.array(good)), kept.filter(pa.array(good))
         body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
-        kept = group.filter(pa.array(good)).select(FRAME_COLUMNS.names).cast(FRAME_COLUMNS)
         summary.rows += kept.num_rows
-        out = kept
-        for i, name in enumerate(body.column_names):
-            out = out.append_column(body.schema.field(i), body.column(name))
-        tables[message].append(out.replace_schema_metadata(body.schema.metadata))
+        schema = pa.schema([*FRAME_COLUMNS, *body.schema], metadata=body.schema.metadata)
+        tables[message].append(pa.Table.from_arrays([*kept.columns, *body.columns], schema=schema))
     return (
         {message: pa.concat_tables(parts) for message, parts in tables.items()},
         pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA),

@@ -61,7 +61,7 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
 
     from arrowkafka.capture.packets import _network_offset
 
-    out = Path(tempfile.gettempdir()) / f"arrowkafka-bench-{source}-x{copies}.pcap"
+    out = Path(tempfile.gettempdir()) / f"arrowkafka-bench-{source}-x{copies}-v2.pcap"
     if out.exists():
         return out
     raw = (SHARED / "captures" / f"{source}.pcap").read_bytes()
@@ -82,6 +82,7 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
             port = int.from_bytes(data[at : at + 2], "big")
             if port != 9092:
                 ports.setdefault(port, len(ports))
+    assert 1024 + copies * len(ports) < 65535, f"at most {(65535 - 1024) // len(ports) - 1} copies"
     span = records[-1][0] - records[0][0] + 1
     chunks = [raw[:24]]
     for k in range(copies):
@@ -92,7 +93,9 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
             for at in (tcp, tcp + 2):
                 port = int.from_bytes(d[at : at + 2], "big")
                 if port != 9092:
-                    d[at : at + 2] = (1024 + k * len(ports) + ports[port]).to_bytes(2, "big")
+                    new = 1024 + k * len(ports) + ports[port]
+                    new += new >= 9092  # never the broker's port
+                    d[at : at + 2] = new.to_bytes(2, "big")
             chunks.append(struct.pack("<IIII", sec + k * span, usec, len(d), orig) + bytes(d))
     out.write_bytes(b"".join(chunks))
     return out
