@@ -51,10 +51,25 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from .traffic import decode_capture
 
-    summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,))
+    summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,),
+                             progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote {len(summary.tables)} tables and _rejects.parquet to {args.output}/")
     return 0 if summary.frames_in == summary.rows + summary.rejects else 1
+
+
+def _progress(capture: str, done: int, size: int | None) -> None:
+    """One line on the terminal, rewritten after each chunk: how far into which capture."""
+    name = capture.rsplit("/", 1)[-1]
+    if size:
+        width = 30
+        fill = width * done // size
+        sys.stderr.write(f"\r{name} [{'#' * fill}{'.' * (width - fill)}] {done >> 20}/{size >> 20} MiB")
+        if done >= size:
+            sys.stderr.write("\n")
+    else:
+        sys.stderr.write(f"\r{name} {done >> 20} MiB")
+    sys.stderr.flush()
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

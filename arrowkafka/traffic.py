@@ -13,19 +13,20 @@ capture issue's work.
 from __future__ import annotations
 
 import importlib
+import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .capture import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
-from .capture.columnar import FrameArrays, capture_frame_arrays
+from .capture.columnar import CHUNK_BYTES, FrameArrays, capture_frame_chunks
 from .errors import DecodeError
 from .framing import parse_request, parse_response
 from .kernels import capture as kc
@@ -258,6 +259,7 @@ def frames_table(
     *,
     broker_ports: Iterable[int] = (9092,),
     summary: Summary | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> tuple[pa.Table, pa.Table]:
     """Every whole frame of the captures, header parsed and responses paired with their
     requests, as one row each (``FRAMES_SCHEMA``: where it was, what it is, its body),
@@ -265,27 +267,82 @@ def frames_table(
     them within each group; and the rows of ``_rejects`` for what could not be framed, parsed
     or paired. Captures are paths or binary file objects."""
     summary = Summary() if summary is None else summary
-    rejects: list[dict[str, Any]] = []
-    parts = []
+    parts, bad = [], []
+    chunks = frame_chunks(
+        captures, specs, broker_ports=broker_ports, summary=summary, chunk_bytes=chunk_bytes
+    )
+    for frames, rejects in chunks:
+        parts.append(frames)
+        bad.append(rejects)
+    table = pa.concat_tables(parts) if parts else FRAMES_SCHEMA.empty_table()
+    if len(parts) > 1:  # chunks are grouped each: group the whole, keeping frame order
+        key = [np.unique(table.column(c).to_numpy(zero_copy_only=False).astype(str), return_inverse=True)[1]
+               for c in ("_version", "_message", "_direction")]  # fmt: skip
+        key[0] = table.column("_version").to_numpy()
+        table = table.take(np.lexsort(key))
+    return table, pa.concat_tables(bad) if bad else REJECT_SCHEMA.empty_table()
+
+
+def frame_chunks(
+    captures: Sequence[str | Path | BinaryIO],
+    specs: SpecSet,
+    *,
+    broker_ports: Iterable[int] = (9092,),
+    summary: Summary | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """``frames_table`` a chunk of each capture at a time (memory bounded by the chunk): per
+    chunk, its frames (grouped as ``frames_table`` groups them) and its rejects. A response is
+    paired with its request across chunks. ``progress(capture, bytes read, file size or None)``
+    is called after each chunk."""
+    summary = Summary() if summary is None else summary
     for capture in captures:
         name = str(capture) if isinstance(capture, str | Path) else str(getattr(capture, "name", "<stream>"))
         stats = CaptureStats()
         summary.capture_stats.append(stats)
-        arrays = capture_frame_arrays(capture, broker_ports=frozenset(broker_ports), stats=stats)
-        parts.append(_Headers(specs, name, summary, rejects).table(arrays))
-    table = pa.concat_tables(parts) if parts else FRAMES_SCHEMA.empty_table()
-    return table, pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA)
+        headers = _Headers(specs, name, summary)
+        size = os.path.getsize(capture) if isinstance(capture, str | Path) else None
+        for arrays in capture_frame_chunks(capture, broker_ports=frozenset(broker_ports), stats=stats,
+                                           chunk_bytes=chunk_bytes):  # fmt: skip
+            table = headers.table(arrays)
+            yield table, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
+            headers.rejects = []
+            if progress is not None:
+                progress(name, arrays.position, size)
+
+
+class _Pending(NamedTuple):
+    """Requests not answered yet, carried from chunk to chunk (oldest first)."""
+
+    conn: np.ndarray
+    corr: np.ndarray
+    order: np.ndarray
+    key: np.ndarray
+    ver: np.ndarray
+    ts: np.ndarray
+
+
+# Unanswered requests remembered per capture: a request that never gets an answer (a produce
+# with acks=0) must not make memory grow without bound.
+MAX_PENDING = 1 << 20
 
 
 class _Headers:
     """One capture's ``FrameArrays`` -> rows of FRAMES_SCHEMA: headers read by a kernel where
     they are plain (by ``framing``'s parsers where not), responses paired with requests."""
 
-    def __init__(self, specs: SpecSet, capture: str, summary: Summary, rejects: list[dict[str, Any]]):
-        self.specs, self.capture, self.summary, self.rejects = specs, capture, summary, rejects
+    def __init__(self, specs: SpecSet, capture: str, summary: Summary):
+        self.specs, self.capture, self.summary = specs, capture, summary
+        self.rejects: list[dict[str, Any]] = []
+        self.clients: list[str] = []  # per connection, as the _client and _broker columns show it
+        self.brokers: list[str] = []
         self.request_hv, self.response_hv, self.names = _header_tables(specs)
+        z = np.zeros(0, np.int64)
+        self.pending = _Pending(z, z, z, z, z, z)
 
     def reject(self, a: FrameArrays, i: int, error: str, reason: str, raw: bytes, **where: Any) -> None:
+        """A frame of ``a`` to _rejects."""
         conn = a.conns[int(a.conn[i])]
         _reject(self.summary, self.rejects, self.capture, error, reason, raw,
                 client=_addr(conn.client_ip, conn.client_port),
@@ -340,16 +397,23 @@ class _Headers:
         corr[resp] = ((word[:, 0] << 24) | (word[:, 1] << 16) | (word[:, 2] << 8) | word[:, 3]).astype(
             np.int32
         )
-        match = _pair(a, good_req, resp, corr)
-        request_of = np.full(n, -1, np.int64)
-        for j, i in zip(resp.tolist(), match.tolist(), strict=True):
-            if i < 0:
-                self.reject(a, j, "Unmatched", "no request with this correlation id in the capture",
-                            _frame_bytes(a, j))  # fmt: skip
-                continue
-            request_of[j] = i
-        paired = resp[match >= 0]
-        key[paired], ver[paired] = key[request_of[paired]], ver[request_of[paired]]
+        # the requests a response may answer: those carried from earlier chunks, then this one's
+        p = self.pending
+        cand = _Pending(
+            *(np.concatenate([old, new]) for old, new in zip(p, (a.conn[good_req], corr[good_req],
+              a.order[good_req], key[good_req], ver[good_req], a.ts_first[good_req]), strict=True))
+        )  # fmt: skip
+        match = _pair(cand.conn, cand.corr, cand.order, a.conn[resp], corr[resp], a.order[resp])
+        for j in resp[match < 0].tolist():
+            self.reject(a, j, "Unmatched", "no request with this correlation id in the capture",
+                        _frame_bytes(a, j))  # fmt: skip
+        paired, m = resp[match >= 0], match[match >= 0]
+        key[paired], ver[paired] = cand.key[m], cand.ver[m]
+        request_ts = np.zeros(n, np.int64)
+        request_ts[paired] = cand.ts[m]
+        left = np.ones(len(cand.conn), np.bool_)
+        left[m] = False
+        self.pending = _Pending(*(col[left][-MAX_PENDING:] for col in cand))
         hv = self._response_hv(key[paired], ver[paired])
         plain = (hv == 0) | (
             (a.size[paired] >= 5) & (a.data[np.minimum(a.off[paired] + 4, len(a.data) - 1)] == 0)
@@ -371,7 +435,7 @@ class _Headers:
         # grouped by (direction, message, version), frames in capture order within each
         names = np.where(a.request[rows], self.names[0][key[rows]], self.names[1][key[rows]]).astype(str)
         rows = rows[np.lexsort((ver[rows], names, ~a.request[rows]))]
-        return self._columns(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_of)
+        return self._columns(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_ts)
 
     def _response_hv(self, key: np.ndarray, ver: np.ndarray) -> np.ndarray:
         keys, versions = self.response_hv.shape
@@ -383,10 +447,10 @@ class _Headers:
 
     def _columns(self, a: FrameArrays, rows: np.ndarray, key: np.ndarray, ver: np.ndarray, corr: np.ndarray,
                  cid_off: np.ndarray, cid_len: np.ndarray, client_ids: dict[int, str | None],
-                 tags: dict[int, list[tuple[int, bytes]]], body: np.ndarray, request_of: np.ndarray
+                 tags: dict[int, list[tuple[int, bytes]]], body: np.ndarray, request_ts: np.ndarray
                  ) -> pa.Table:  # fmt: skip
         is_req = a.request[rows]
-        req_ts = np.where(is_req, 0, a.ts_first[np.maximum(request_of[rows], 0)])
+        req_ts = np.where(is_req, 0, request_ts[rows])
         latency = np.where(is_req, 0, a.ts_first[rows] - req_ts)
         # per (api, version): requests, responses, bytes, latencies (responses in row order)
         groups, group_of = np.unique(key[rows] * 65536 + ver[rows], return_inverse=True)
@@ -409,8 +473,11 @@ class _Headers:
         # message names: one string per (api key, direction), taken per row
         codes, code_of = np.unique(key[rows] * 2 + ~is_req, return_inverse=True)
         names = pa.array([self.names[c % 2][c // 2] for c in codes.tolist()], pa.string())
-        conn_names = pa.array([f"{_addr(c.client_ip, c.client_port)}" for c in a.conns], pa.string())
-        broker_names = pa.array([f"{_addr(c.server_ip, c.server_port)}" for c in a.conns], pa.string())
+        for c in a.conns[len(self.clients) :]:  # connections new in this chunk
+            self.clients.append(_addr(c.client_ip, c.client_port))
+            self.brokers.append(_addr(c.server_ip, c.server_port))
+        conn_names = pa.array(self.clients, pa.string())
+        broker_names = pa.array(self.brokers, pa.string())
         conn = pa.array(a.conn[rows])
         cid_starts, cid_lens = cid_off[rows].copy(), cid_len[rows].copy()
         data = a.data
@@ -449,17 +516,27 @@ def _frame_bytes(a: FrameArrays, i: int) -> bytes:
     return a.data[int(a.off[i]) : int(a.off[i] + a.size[i])].tobytes()
 
 
-def _pair(a: FrameArrays, requests: np.ndarray, responses: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    """For each response, the request it answers (-1 if none): the latest before it with its
-    connection and correlation id; a request answers one response only, the first."""
+def _pair(
+    conn: np.ndarray,
+    corr: np.ndarray,
+    order: np.ndarray,
+    q_conn: np.ndarray,
+    q_corr: np.ndarray,
+    q_order: np.ndarray,
+) -> np.ndarray:
+    """For each response (``q_*``), the index of the request it answers (-1 if none): the
+    latest before it with its connection and correlation id; a request answers one response
+    only, the first."""
+    requests = np.arange(len(conn))
+    responses = np.arange(len(q_conn))
     out = np.full(len(responses), -1, np.int64)
     if not len(requests) or not len(responses):
         return out
-    rkey = (a.conn[requests] << 32) + (corr[requests] & 0xFFFFFFFF)
-    srt = np.lexsort((a.order[requests], rkey))
-    rkey, rord, rid = rkey[srt], a.order[requests][srt], requests[srt]
-    qkey = (a.conn[responses] << 32) + (corr[responses] & 0xFFFFFFFF)
-    qord = a.order[responses]
+    rkey = (conn << 32) + (corr & 0xFFFFFFFF)
+    srt = np.lexsort((order, rkey))
+    rkey, rord, rid = rkey[srt], order[srt], requests[srt]
+    qkey = (q_conn << 32) + (q_corr & 0xFFFFFFFF)
+    qord = q_order
     lo = np.searchsorted(rkey, qkey, "left")
     cand = np.searchsorted(rkey, qkey, "right") - 1
     # step back over requests completed after the response (a correlation id reused later)
@@ -609,24 +686,38 @@ def decode_frames(
 
 
 def decode_capture(
-    captures: Sequence[str | Path],
+    captures: Sequence[str | Path | BinaryIO],
     outdir: str | Path | None,
     specs: SpecSet,
     *,
     broker_ports: Iterable[int] = (9092,),
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> Summary:
-    """Decode captures into Parquet tables under ``outdir`` (nothing written if None)."""
+    """Decode captures into Parquet tables under ``outdir`` (nothing written if None): a chunk
+    at a time, each chunk's rows appended to the tables as a row group, so memory is bounded
+    by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``."""
     summary = Summary()
-    frames, rejects = frames_table(captures, specs, broker_ports=broker_ports, summary=summary)
-    tables, bad = decode_frames(frames, specs, summary=summary)
-    for message, table in tables.items():
-        summary.tables[message] = table.num_rows
-        if outdir is not None:
-            Path(outdir).mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, Path(outdir) / f"{message}.parquet")
-    if outdir is not None:
-        Path(outdir).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.concat_tables([rejects, bad]), Path(outdir) / "_rejects.parquet")
+    out = None if outdir is None else Path(outdir)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    writers: dict[str, pq.ParquetWriter] = {}
+    rejects_out = None if out is None else pq.ParquetWriter(out / "_rejects.parquet", REJECT_SCHEMA)
+    try:
+        for frames, rejects in frame_chunks(captures, specs, broker_ports=broker_ports, summary=summary,
+                                            chunk_bytes=chunk_bytes, progress=progress):  # fmt: skip
+            tables, bad = decode_frames(frames, specs, summary=summary)
+            for message, table in tables.items():
+                summary.tables[message] = summary.tables.get(message, 0) + table.num_rows
+                if out is not None:
+                    if message not in writers:
+                        writers[message] = pq.ParquetWriter(out / f"{message}.parquet", table.schema)
+                    writers[message].write_table(table)
+            if rejects_out is not None:
+                rejects_out.write_table(pa.concat_tables([rejects, bad]))
+    finally:
+        for w in [*writers.values(), *([rejects_out] if rejects_out is not None else [])]:
+            w.close()
     return summary
 
 

@@ -197,157 +197,161 @@ def _hash(row):
 
 
 @njit(cache=True, nogil=True)
-def _same(addr, i, j, reverse):
-    """Whether row i is the direction of row j (or, with ``reverse``, its other direction):
-    rows are src ip (16), dst ip (16), ip version, sport (2), dport (2)."""
-    if addr[i, 32] != addr[j, 32]:
-        return False
-    for b in range(16):
-        if (
-            addr[i, b] != addr[j, b + 16 if reverse else b]
-            or addr[i, b + 16] != addr[j, b if reverse else b + 16]
-        ):
-            return False
-    for b in range(2):
-        if addr[i, 33 + b] != addr[j, 35 + b if reverse else 33 + b]:
-            return False
-        if addr[i, 35 + b] != addr[j, 33 + b if reverse else 35 + b]:
-            return False
-    return True
+def _flip(row, out):
+    """The other direction of a flow key: src ip (16), dst ip (16), ip version, sport, dport."""
+    out[0:16] = row[16:32]
+    out[16:32] = row[0:16]
+    out[32] = row[32]
+    out[33:35] = row[35:37]
+    out[35:37] = row[33:35]
 
 
 @njit(cache=True, nogil=True)
-def flows(addr, segs, flow_of, first, reverse):
-    """Number the directions of the segments ``segs`` (rows of ``addr``) in order of first
-    appearance: ``flow_of[k]`` for segment ``segs[k]``, ``first[f]`` a row of flow f, and
-    ``reverse[f]`` the flow of the other direction (-1 if never seen). Returns the count."""
-    size = 1
-    while size < 2 * len(segs) + 2:
-        size *= 2
-    table = np.full(size, -1, np.int64)
-    hashes = np.empty(len(segs) + 1, np.int64)
-    m = np.int64(size - 1)
-    nf = 0
-    for k in range(len(segs)):
-        i = segs[k]
-        h = _hash(addr[i])
-        slot = h & m
-        while True:
-            f = table[slot]
-            if f < 0:
-                table[slot] = nf
-                first[nf] = i
-                hashes[nf] = h
-                flow_of[k] = nf
-                nf += 1
-                break
-            if hashes[f] == h and _same(addr, first[f], i, False):
-                flow_of[k] = f
-                break
-            slot = (slot + 1) & m
-    back = np.empty(addr.shape[1], np.uint8)
-    for f in range(nf):
-        i = first[f]
-        back[0:16] = addr[i, 16:32]
-        back[16:32] = addr[i, 0:16]
-        back[32] = addr[i, 32]
-        back[33:35] = addr[i, 35:37]
-        back[35:37] = addr[i, 33:35]
-        h = _hash(back)
-        slot = h & m
-        reverse[f] = -1
-        while True:
-            g = table[slot]
-            if g < 0:
-                break
-            if hashes[g] == h and _same(addr, first[g], i, True):
-                reverse[f] = g
-                break
-            slot = (slot + 1) & m
-    return nf
+def _find(table, keys, hashes, row, h):
+    """(slot, flow) of a key in the open-addressing table; flow -1 if absent (slot is free)."""
+    m = len(table) - 1
+    slot = h & m
+    while True:
+        f = table[slot]
+        if f < 0:
+            return slot, -1
+        if hashes[f] == h:
+            same = True
+            for j in range(len(row)):
+                if keys[f, j] != row[j]:
+                    same = False
+                    break
+            if same:
+                return slot, f
+        slot = (slot + 1) & m
 
 
 @njit(cache=True, nogil=True)
-def group_by_flow(segs, flow_of, nflows, order, fstart):
-    """Counting sort: ``order`` lists ``segs`` flow by flow, capture order kept within each;
-    flow f is ``order[fstart[f] : fstart[f + 1]]``."""
+def flow_ids(addr, segs, table, keys, hashes, count, flow_of):
+    """Number the directions (flows) of segments ``segs`` (rows of ``addr``) in a table kept
+    across calls: ``flow_of[k]`` for ``segs[k]``, new flows appended to ``keys``. Returns how
+    many segments were numbered: fewer than all when ``keys`` is full (grow it, then go on)."""
     for k in range(len(segs)):
-        fstart[flow_of[k] + 1] += 1
-    for f in range(nflows):
-        fstart[f + 1] += fstart[f]
-    fill = fstart[:-1].copy()
-    for k in range(len(segs)):
-        f = flow_of[k]
-        order[fill[f]] = segs[k]
-        fill[f] += 1
+        row = addr[segs[k]]
+        h = _hash(row)
+        slot, f = _find(table, keys, hashes, row, h)
+        if f < 0:
+            f = count[0]
+            if f == len(keys) or 2 * f >= len(table):
+                return k
+            keys[f] = row
+            hashes[f] = h
+            table[slot] = f
+            count[0] = f + 1
+        flow_of[k] = f
+    return len(segs)
 
 
 @njit(cache=True, nogil=True)
-def clean_flows(order, fstart, seq, flags, pay_len, wire_len, clean, nbytes, skip):
-    """Which directions are textbook TCP: one SYN, first; every payload byte captured; no
-    segment ahead of the bytes seen so far (no hole, no reordering); nothing new after the
-    FIN. Retransmitted bytes are dropped as the Python reassembler drops them (first seen
-    wins): ``skip[s]`` is how many leading payload bytes of segment ``s`` were seen before.
-    ``order`` lists segments flow by flow (``fstart`` bounds each), each flow in capture
-    order. Such streams need no reassembly; a RST changes no bytes."""
+def rehash(table, keys, hashes, count):
+    """Fill an empty (all -1) table with the first ``count`` keys."""
+    for f in range(count):
+        slot, _ = _find(table, keys, hashes, keys[f], hashes[f])
+        table[slot] = f
+
+
+@njit(cache=True, nogil=True)
+def flow_reverse(table, keys, hashes, count, reverse):
+    """``reverse[f]``: the flow of the other direction of flow f, -1 if it was never seen."""
+    back = np.empty(keys.shape[1], np.uint8)
+    for f in range(count):
+        _flip(keys[f], back)
+        _, reverse[f] = _find(table, keys, hashes, back, _hash(back))
+
+
+@njit(cache=True, nogil=True)
+def census(segs, flow_of, buf, seq, flags, pay_off, pay_len, wire_len, min_size, max_size, state, skip):
+    """Follow each direction, segment by segment in capture order, across calls: is it textbook
+    TCP with whole Kafka frames? That is: one SYN, first; every payload byte captured; no segment
+    ahead of the bytes seen so far (no hole, no reordering); nothing new after the FIN; every
+    frame size within [min_size, max_size]. Retransmitted bytes are dropped as the Python
+    reassembler drops them (first seen wins): ``skip[k]`` is how many leading payload bytes of
+    ``segs[k]`` were seen before. A RST changes no bytes. ``state[f]`` holds per flow: clean,
+    started, next sequence number, FIN position (-1 none), bytes left in the current frame,
+    the size prefix read so far and how many of its bytes; a direction ends well if it is clean
+    and its last frame is whole (``state[f, 4] == state[f, 6] == 0``)."""
     mask = (np.int64(1) << 32) - 1
     half = np.int64(1) << 31
-    for f in range(len(fstart) - 1):
-        ok = True
-        expected = np.int64(0)
-        fin = np.int64(-1)
-        total = np.int64(0)
-        for k in range(fstart[f], fstart[f + 1]):
-            s = order[k]
-            fl = flags[s]
-            if k == fstart[f]:
-                if not fl & 0x02:
-                    ok = False
-                    break
-                expected = (seq[s] + 1) & mask
-            elif fl & 0x02:
-                ok = False  # a retransmitted or new SYN: the Python rules decide
-                break
-            first = (seq[s] + 1) & mask if fl & 0x02 else seq[s]
-            w = wire_len[s]
-            if w:
-                if pay_len[s] != w:
-                    ok = False  # cut by the snaplen
-                    break
-                seen = (expected - first) & mask  # bytes of it already passed on
-                if seen >= half:
-                    ok = False  # ahead of the stream: a hole, or reordering
-                    break
-                if seen < w:
-                    if fin >= 0:
-                        ok = False
-                        break
-                    expected = (expected + w - seen) & mask
-                    total += w - seen
-                skip[s] = min(seen, w)
-            if fl & 0x01:
-                here = (first + w) & mask
-                if here != expected or (fin >= 0 and fin != here):
-                    ok = False
-                    break
-                fin = here
-        clean[f] = ok
-        nbytes[f] = total
+    for k in range(len(segs)):
+        s = segs[k]
+        f = flow_of[k]
+        skip[k] = 0
+        if not state[f, 0]:
+            continue
+        fl = flags[s]
+        if not state[f, 1]:
+            state[f, 1] = 1
+            if not fl & 0x02:
+                state[f, 0] = 0
+                continue
+            state[f, 2] = (seq[s] + 1) & mask
+        elif fl & 0x02:
+            state[f, 0] = 0  # a retransmitted or new SYN: the Python rules decide
+            continue
+        first = (seq[s] + 1) & mask if fl & 0x02 else seq[s]
+        w = wire_len[s]
+        if w:
+            if pay_len[s] != w:
+                state[f, 0] = 0  # cut by the snaplen
+                continue
+            seen = (state[f, 2] - first) & mask  # bytes of it already passed on
+            if seen >= half:
+                state[f, 0] = 0  # ahead of the stream: a hole, or reordering
+                continue
+            if seen < w:
+                if state[f, 3] >= 0:
+                    state[f, 0] = 0
+                    continue
+                state[f, 2] = (state[f, 2] + w - seen) & mask
+                # walk the new bytes: frame bodies in one step, size prefixes byte by byte
+                p = pay_off[s] + seen
+                end = pay_off[s] + w
+                while p < end:
+                    if state[f, 4] > 0:
+                        step = min(state[f, 4], end - p)
+                        state[f, 4] -= step
+                        p += step
+                        continue
+                    state[f, 5] = (state[f, 5] << 8) | np.int64(buf[p])
+                    state[f, 6] += 1
+                    p += 1
+                    if state[f, 6] == 4:
+                        size = state[f, 5] - (np.int64(1) << 32) if state[f, 5] >= half else state[f, 5]
+                        if size < min_size[f] or size > max_size:
+                            state[f, 0] = 0
+                            break
+                        state[f, 4] = size
+                        state[f, 5] = 0
+                        state[f, 6] = 0
+            skip[k] = min(seen, w)
+        if fl & 0x01:
+            here = (first + w) & mask
+            if here != state[f, 2] or (state[f, 3] >= 0 and state[f, 3] != here):
+                state[f, 0] = 0
+                continue
+            state[f, 3] = here
 
 
 @njit(cache=True, nogil=True)
-def gather_streams(buf, order, fstart, take, pay_off, pay_len, out_start, out, seg_pos):
-    """Copy the payloads (``pay_len`` bytes at ``pay_off``: what is new in each segment) of the
-    flows in ``take`` into ``out`` from ``out_start[f]``, and give each segment its position in
-    ``out`` (``seg_pos``)."""
-    for f in take:
-        p = out_start[f]
-        for k in range(fstart[f], fstart[f + 1]):
+def assemble(buf, order, lstart, carry, carry_off, carry_len, pay_off, pay_len, out_start, out, seg_pos):
+    """Per local flow j: its carried bytes, then the new payload bytes (``pay_len`` at
+    ``pay_off``) of its segments ``order[lstart[j] : lstart[j + 1]]``, into ``out`` from
+    ``out_start[j]``; ``seg_pos[k]`` is where segment ``order[k]``'s bytes went."""
+    for j in range(len(lstart) - 1):
+        p = out_start[j]
+        c = carry_len[j]
+        out[p : p + c] = carry[carry_off[j] : carry_off[j] + c]
+        p += c
+        for k in range(lstart[j], lstart[j + 1]):
             s = order[k]
             m = pay_len[s]
-            seg_pos[s] = p
-            src = pay_off[s]
-            out[p : p + m] = buf[src : src + m]
+            seg_pos[k] = p
+            out[p : p + m] = buf[pay_off[s] : pay_off[s] + m]
             p += m
 
 
@@ -355,68 +359,87 @@ def gather_streams(buf, order, fstart, take, pay_off, pay_len, out_start, out, s
 def split_frames(
     out,
     order,
-    fstart,
-    take,
+    lstart,
     out_start,
-    nbytes,
+    out_len,
     seg_pos,
     pay_len,
     ts,
+    base,
+    carry_len,
+    carry_ts,
     min_size,
     max_size,
     f_flow,
     f_off,
     f_size,
-    f_ts0,
-    f_ts1,
+    f_ts,
     f_done,
-    bad,
+    tail,
 ):
-    """Cut each stream of ``take`` into frames (int32 size, then the frame). A stream that ends
-    inside a frame or holds a size out of [min_size[f], max_size] is marked ``bad`` (the
-    Python framer's rules then apply to it) and gives no frames. Per frame: its flow, offset
-    in ``out`` after the size, size, earliest and latest capture time of its segments, and
-    the segment that completed it. Returns the number of frames."""
+    """Cut each local flow's bytes (as ``assemble`` laid them out: carried bytes, whose capture
+    times span ``carry_ts[j]``, then segments) into frames: int32 size, then the frame. Per
+    frame: local flow, offset in ``out`` after the size, size, earliest and latest capture time
+    of the segments that carried it (``f_ts[k, 0:2]``), and the packet that completed it
+    (``base`` + its index in the chunk). ``tail[j]``: (offset, length, earliest, latest time)
+    of the bytes after the last whole frame, carried to the next chunk. Returns the number of
+    frames, or -1 - j if flow j holds a size out of range (the census rules that out)."""
     k = 0
-    for f in take:
-        first = k
-        a = out_start[f]
-        z = a + nbytes[f]
-        q = fstart[f]  # the flow's segment holding byte p (walks forward)
+    for j in range(len(lstart) - 1):
+        a = out_start[j]
+        z = a + out_len[j]
         p = a
-        while p < z:
+        q = lstart[j]  # the flow's segment holding byte p, walking forward
+        while True:
             if z - p < 4:
-                bad[f] = True
                 break
             size = _i32(out, p)
-            if size < min_size[f] or size > max_size or z - p - 4 < size:
-                bad[f] = True
-                break
+            if size < min_size[j] or size > max_size:
+                return -1 - j
             e = p + 4 + size
-            while pay_len[order[q]] == 0 or seg_pos[order[q]] + pay_len[order[q]] <= p:
-                q += 1
-            t0 = ts[order[q]]
-            t1 = t0
+            if z - e < 0:
+                break
+            t0 = np.int64(1) << 62
+            t1 = -t0
+            if p < a + carry_len[j]:
+                t0, t1 = carry_ts[j, 0], carry_ts[j, 1]
+            else:
+                while q < lstart[j + 1] - 1 and (
+                    pay_len[order[q]] == 0 or seg_pos[q] + pay_len[order[q]] <= p
+                ):
+                    q += 1
             r = q
-            while True:
+            while r < lstart[j + 1]:
                 s = order[r]
-                if pay_len[s]:
-                    t = ts[s]
-                    t0 = min(t0, t)
-                    t1 = max(t1, t)
-                    if seg_pos[s] + pay_len[s] >= e:
+                if pay_len[s] and seg_pos[r] < e:
+                    t0 = min(t0, ts[s])
+                    t1 = max(t1, ts[s])
+                    if seg_pos[r] + pay_len[s] >= e:
                         break
                 r += 1
-            f_flow[k] = f
+            f_flow[k] = j
             f_off[k] = p + 4
             f_size[k] = size
-            f_ts0[k] = t0
-            f_ts1[k] = t1
-            f_done[k] = order[r]
+            f_ts[k, 0] = t0
+            f_ts[k, 1] = t1
+            f_done[k] = base + order[min(r, lstart[j + 1] - 1)]
             k += 1
             p = e
-        if bad[f]:
-            k = first
+            q = r
+        # the rest waits for the next chunk, with the times of what carried it
+        t0 = np.int64(1) << 62
+        t1 = -t0
+        if p < a + carry_len[j]:
+            t0, t1 = carry_ts[j, 0], carry_ts[j, 1]
+        for r in range(lstart[j], lstart[j + 1]):
+            s = order[r]
+            if pay_len[s] and seg_pos[r] + pay_len[s] > p:
+                t0 = min(t0, ts[s])
+                t1 = max(t1, ts[s])
+        tail[j, 0] = p
+        tail[j, 1] = z - p
+        tail[j, 2] = t0
+        tail[j, 3] = t1
     return k
 
 

@@ -1,26 +1,39 @@
-"""The columnar capture path: a whole capture -> Kafka frames as arrays, by batch kernels.
+"""The columnar capture path: a capture -> Kafka frames as arrays, by batch kernels, in
+bounded chunks.
 
 The layers of this package (``pcap`` -> ``packets`` -> ``tcp`` -> ``frames``) handle one
 packet at a time in Python and know every rule of real traffic. Most connections need none
-of those rules: every segment captured once and in order, a SYN at the start, one side on a
-broker port. Here such connections go through Numba kernels (``arrowkafka.kernels.capture``)
-as whole arrays: records, packet headers, a check that each direction is textbook TCP,
-payloads gathered into one stream buffer, streams cut into frames. Every other connection
-(loss, reordering, a capture picked up mid-stream, a frame cut short, an odd header) is fed,
-packet by packet and in capture order, through the Python layers, so the result is theirs.
+of those rules: every segment captured once, nothing ahead of what was seen (retransmitted
+bytes are dropped, first seen wins), a SYN at the start, whole frames of sane sizes, one side
+on a broker port. Such connections go through Numba kernels (``arrowkafka.kernels.capture``)
+as whole arrays. Every other connection (loss, reordering, a capture picked up mid-stream, a
+frame cut short, an odd size) is fed, packet by packet and in capture order, through the
+Python layers, so the result is theirs.
 
-Frames come out in the order the capture completed them (the packet that carried a frame's
-last byte), with the ``order`` of that packet; the Python layers' items get the index of the
-packet that made them ready, and items made ready only at the end of the capture come last.
+Which is which is known only at the end of a connection, so the capture is read twice, a
+chunk of packets at a time (memory is bounded by the chunk, not the capture):
+
+1. the census: packet headers, a number per direction (a hash table kept across chunks) and
+   a small state per direction that follows its TCP sequence and Kafka frame sizes;
+2. the frames: per chunk, each clean direction's new bytes after the bytes carried from the
+   previous chunk (an unfinished frame), cut into frames; the other connections' packets go
+   to one Python reassembler and framer that live for the whole capture.
+
+Frames come out per chunk, in the order the capture completed them (the packet that carried a
+frame's last byte), with the ``order`` of that packet; the Python layers' items get the index
+of the packet that made them ready, and items made ready only at the end of the capture last.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import shutil
 import struct
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -38,7 +51,9 @@ from .packets import PacketStats, Segment, parse_packet
 from .pcap import _PCAP_MAGICS, MAX_RECORD, CaptureFormatError, CaptureReader, Packet
 from .tcp import TcpReassembler
 
-__all__ = ["FrameArrays", "capture_frame_arrays"]
+__all__ = ["CHUNK_BYTES", "FrameArrays", "capture_frame_arrays", "capture_frame_chunks"]
+
+CHUNK_BYTES = 32 << 20  # capture bytes read per chunk
 
 _KIND_STAT = {
     k.K_NON_IP: "non_ip",
@@ -47,11 +62,13 @@ _KIND_STAT = {
     k.K_UNKNOWN_LINK: "unknown_linktype",
     k.K_MALFORMED: "malformed",
 }
+# census state columns (see kernels.capture.census)
+_CLEAN, _STARTED, _FIN, _LEFT, _PREFIX_N = 0, 1, 3, 4, 6
 
 
 @dataclass
 class FrameArrays:
-    """The whole Kafka frames of a capture, as arrays over one byte buffer; frame ``i`` is
+    """Whole Kafka frames as arrays over one byte buffer; frame ``i`` is
     ``data[off[i] : off[i] + size[i]]`` (size prefix excluded)."""
 
     data: np.ndarray  # uint8
@@ -62,53 +79,267 @@ class FrameArrays:
     ts_first: np.ndarray  # int64 ns
     ts_last: np.ndarray  # int64 ns
     order: np.ndarray  # int64: when the capture completed the frame
-    conns: list[ConnKey]
+    conns: list[ConnKey]  # every connection so far (shared by a capture's chunks)
     # Partial frames and skipped bytes, with their order: they become rejects.
     others: list[tuple[int, FrameItem]] = field(default_factory=list)
+    position: int = 0  # capture file bytes read when this chunk was done (for progress)
+
+    @classmethod
+    def empty(cls, conns: list[ConnKey]) -> FrameArrays:
+        z = np.zeros(0, np.int64)
+        return cls(np.zeros(0, np.uint8), z, z, z, np.zeros(0, np.bool_), z, z, z, conns)
+
+    def extend(self, data: bytes, rows: list[tuple[int, int, bool, int, int, int]]) -> None:
+        """Append frames: their bytes, and (size, conn, request, ts_first, ts_last, order)."""
+        if not rows:
+            return
+        cols = np.array(rows, np.int64).T
+        offs = len(self.data) + np.cumsum(cols[0]) - cols[0]
+        self.data = np.concatenate([self.data, np.frombuffer(data, np.uint8)])
+        self.off = np.concatenate([self.off, offs])
+        self.size = np.concatenate([self.size, cols[0]])
+        self.conn = np.concatenate([self.conn, cols[1]])
+        self.request = np.concatenate([self.request, cols[2].astype(np.bool_)])
+        self.ts_first = np.concatenate([self.ts_first, cols[3]])
+        self.ts_last = np.concatenate([self.ts_last, cols[4]])
+        self.order = np.concatenate([self.order, cols[5]])
 
 
-def _read(source: str | os.PathLike[str] | BinaryIO) -> bytes:
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as f:
-            return f.read()
-    return source.read()
+class _Chunk(NamedTuple):
+    """A run of packets: records at ``rec_off`` in ``buf``; ``base``: index of the first."""
+
+    buf: np.ndarray
+    rec_off: np.ndarray
+    caplen: np.ndarray
+    ts: np.ndarray
+    linktype: np.ndarray
+    base: int
 
 
-def _packets(raw: bytes, stats: CaptureStats, strict: bool) -> tuple[np.ndarray, ...]:
-    """(buffer, record offsets, captured lengths, timestamps, link types) of every packet."""
-    if len(raw) >= 4 and struct.unpack_from("<I", raw, 0)[0] in _PCAP_MAGICS:
-        order, frac_ns = _PCAP_MAGICS[struct.unpack_from("<I", raw, 0)[0]]
-        if len(raw) < 24:
-            raise CaptureFormatError(0, "truncated pcap file header")
-        snaplen, network = struct.unpack_from(order + "II", raw, 16)
+def _chunks(f: BinaryIO, stats: CaptureStats | None, strict: bool, chunk_bytes: int) -> Iterator[_Chunk]:
+    """The packets of a capture file, a chunk at a time; ``stats`` gets the file's counts."""
+    head = f.read(24)
+    if len(head) >= 4 and struct.unpack_from("<I", head, 0)[0] in _PCAP_MAGICS:
+        yield from _pcap_chunks(f, head, stats, strict, chunk_bytes)
+        return
+    # pcapng (and anything else, for its error): the Python reader, batched into arrays
+    f.seek(-len(head), io.SEEK_CUR)  # the file is seekable (see _rereadable)
+    reader = CaptureReader(f, strict=strict)
+    base = 0
+    batch: list[Packet] = []
+    size = 0
+    for pkt in reader:
+        batch.append(pkt)
+        size += len(pkt.data)
+        if size >= chunk_bytes:
+            yield _from_packets(batch, base)
+            base += len(batch)
+            batch, size = [], 0
+    if batch:
+        yield _from_packets(batch, base)
+    if stats is not None:
+        stats.format, stats.packets, stats.truncated_bytes = (
+            reader.format,
+            reader.packets,
+            reader.truncated_bytes,
+        )
+
+
+def _from_packets(packets: list[Packet], base: int) -> _Chunk:
+    caplen = np.fromiter((len(p.data) for p in packets), np.int64, len(packets))
+    rec_off = np.zeros(len(packets), np.int64)
+    np.cumsum(caplen[:-1], out=rec_off[1:])
+    buf = np.frombuffer(b"".join(p.data for p in packets), np.uint8)
+    ts = np.fromiter((p.ts_ns for p in packets), np.int64, len(packets))
+    linktype = np.fromiter((p.linktype for p in packets), np.int64, len(packets))
+    return _Chunk(buf, rec_off, caplen, ts, linktype, base)
+
+
+def _pcap_chunks(
+    f: BinaryIO, head: bytes, stats: CaptureStats | None, strict: bool, chunk_bytes: int
+) -> Iterator[_Chunk]:
+    order, frac_ns = _PCAP_MAGICS[struct.unpack_from("<I", head, 0)[0]]
+    if len(head) < 24:
+        raise CaptureFormatError(0, "truncated pcap file header")
+    snaplen, network = struct.unpack_from(order + "II", head, 16)
+    limit = max(snaplen, MAX_RECORD)
+    rest = b""  # bytes of an unfinished record, carried to the next read
+    at = 24  # file offset of rest[0]
+    base = 0
+    eof = False
+    while not eof:
+        got = f.read(max(chunk_bytes, 1))
+        eof = not got
+        raw = rest + got if rest else got
+        if not raw:
+            break
         buf = np.frombuffer(raw, np.uint8)
-        most = (len(raw) - 24) // 16 + 1
+        most = len(raw) // 16 + 1
         rec_off, caplen = np.empty(most, np.int64), np.empty(most, np.int64)
         origlen, ts = np.empty(most, np.int64), np.empty(most, np.int64)
-        limit = max(snaplen, MAX_RECORD)
-        n, pos, status = k.pcap_records(buf, 24, order == ">", frac_ns, limit, rec_off, caplen, origlen, ts)
+        n, pos, status = k.pcap_records(buf, 0, order == ">", frac_ns, limit, rec_off, caplen, origlen, ts)
         if status == 2:
             incl = struct.unpack_from(order + "I", raw, pos + 8)[0]
-            raise CaptureFormatError(pos, f"record length {incl} is implausible")
-        if status == 1:
-            what = "pcap record header" if len(raw) - pos < 16 else "pcap record"
+            raise CaptureFormatError(at + pos, f"record length {incl} is implausible")
+        if n:
+            yield _Chunk(buf, rec_off[:n], caplen[:n], ts[:n], np.full(n, network & 0xFFFF, np.int64), base)
+            base += n
+        rest, at = raw[pos:], at + pos
+        if eof and rest:
+            what = "pcap record header" if len(rest) < 16 else "pcap record"
             if strict:
-                raise CaptureFormatError(pos, f"truncated {what}: file ends {len(raw) - pos} bytes into it")
-            stats.truncated_bytes = len(raw) - pos
-        stats.format, stats.packets = "pcap", n
-        linktype = np.full(n, network & 0xFFFF, np.int64)
-        return buf, rec_off[:n], caplen[:n], ts[:n], linktype
-    # pcapng (and anything else, for its error): the Python reader, into the same arrays
-    reader = CaptureReader(io.BytesIO(raw), strict=strict)
-    pkts = list(reader)
-    stats.format, stats.packets, stats.truncated_bytes = reader.format, reader.packets, reader.truncated_bytes
-    caplen = np.fromiter((len(p.data) for p in pkts), np.int64, len(pkts))
-    rec_off = np.zeros(len(pkts), np.int64)
-    np.cumsum(caplen[:-1], out=rec_off[1:])
-    buf = np.frombuffer(b"".join(p.data for p in pkts), np.uint8)
-    ts = np.fromiter((p.ts_ns for p in pkts), np.int64, len(pkts))
-    linktype = np.fromiter((p.linktype for p in pkts), np.int64, len(pkts))
-    return buf, rec_off, caplen, ts, linktype
+                raise CaptureFormatError(at, f"truncated {what}: file ends {len(rest)} bytes into it")
+            if stats is not None:
+                stats.truncated_bytes = len(rest)
+    if stats is not None:
+        stats.format, stats.packets = "pcap", base
+
+
+class _Segments(NamedTuple):
+    """The TCP segments of a chunk (rows ``tcp`` of per-packet arrays)."""
+
+    buf: np.ndarray
+    tcp: np.ndarray
+    addr: np.ndarray
+    seq: np.ndarray
+    flags: np.ndarray
+    pay_off: np.ndarray
+    pay_len: np.ndarray
+    wire_len: np.ndarray
+    ts: np.ndarray
+
+
+def _segments(c: _Chunk, link: PacketStats | None) -> _Segments:
+    n = len(c.rec_off)
+    kind = np.full(n, k.K_MALFORMED, np.int8)
+    addr = np.zeros((n, 37), np.uint8)  # src ip, dst ip (16 each), ip version, sport, dport
+    sport, dport = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    seq, flags = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    pay_off, pay_len, wire_len = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    k.parse_packets(c.buf, c.rec_off, c.caplen, c.linktype, kind, addr, sport, dport, seq, flags, pay_off,
+                    pay_len, wire_len)  # fmt: skip
+    buf = c.buf
+    if (kind == k.K_PYTHON).any():
+        buf = _python_packets(buf, c.rec_off, c.caplen, c.ts, c.linktype, kind, addr, sport, dport, seq,
+                              flags,                               pay_off, pay_len, wire_len)  # fmt: skip
+    if link is not None:
+        _count_packets(link, kind, pay_len, wire_len)
+    addr[:, 33], addr[:, 34] = sport >> 8, sport & 0xFF
+    addr[:, 35], addr[:, 36] = dport >> 8, dport & 0xFF
+    return _Segments(buf, np.flatnonzero(kind == k.K_TCP), addr, seq, flags, pay_off, pay_len, wire_len, c.ts)
+
+
+class _Flows:
+    """Every direction seen, numbered by a hash table kept across chunks, with its census state."""
+
+    FIRST_CAPACITY = 1024  # directions; doubled as needed
+
+    def __init__(self, broker_ports: frozenset[int], max_frame_size: int) -> None:
+        self.ports = np.array(sorted(broker_ports), np.int64)
+        self.max_frame_size = max_frame_size
+        self.count = np.zeros(1, np.int64)
+        self.keys = np.zeros((0, 37), np.uint8)
+        self.hashes = np.zeros(0, np.int64)
+        self.state = np.zeros((0, 7), np.int64)
+        self._grow(self.FIRST_CAPACITY)
+
+    def _grow(self, cap: int) -> None:
+        n = int(self.count[0])
+        keys = np.zeros((cap, 37), np.uint8)
+        hashes = np.zeros(cap, np.int64)
+        state = np.zeros((cap, 7), np.int64)
+        if n:
+            keys[:n], hashes[:n], state[:n] = self.keys[:n], self.hashes[:n], self.state[:n]
+        self.keys, self.hashes, self.state = keys, hashes, state
+        self.table = np.full(4 * cap, -1, np.int64)
+        k.rehash(self.table, self.keys, self.hashes, n)
+
+    def ids(self, seg: _Segments) -> np.ndarray:
+        flow_of = np.empty(len(seg.tcp), np.int64)
+        done = 0
+        while True:
+            start = int(self.count[0])
+            done += k.flow_ids(seg.addr, seg.tcp[done:], self.table, self.keys, self.hashes, self.count,
+                               flow_of[done:])  # fmt: skip
+            new = slice(start, int(self.count[0]))
+            self.state[new, _CLEAN] = 1
+            self.state[new, _FIN] = -1
+            if done == len(seg.tcp):
+                return flow_of
+            self._grow(2 * len(self.keys))
+
+    def ports_of(self, flows: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
+        keys = self.keys[flows]
+        return (keys[:, 33].astype(np.int64) << 8) | keys[:, 34], (keys[:, 35].astype(np.int64) << 8) | keys[
+            :, 36
+        ]
+
+    def to_broker(self, flows: np.ndarray | slice) -> np.ndarray:
+        sport, dport = self.ports_of(flows)
+        return np.isin(dport, self.ports) & ~np.isin(sport, self.ports)
+
+    def census(self, seg: _Segments, flow_of: np.ndarray) -> np.ndarray:
+        n = int(self.count[0])
+        min_size = np.where(self.to_broker(slice(0, n)), 8, 4).astype(np.int64)
+        skip = np.zeros(len(seg.tcp), np.int64)
+        k.census(seg.tcp, flow_of, seg.buf, seg.seq, seg.flags, seg.pay_off, seg.pay_len, seg.wire_len,
+                 min_size,                  self.max_frame_size, self.state, skip)  # fmt: skip
+        return skip
+
+    def fast(self) -> np.ndarray:
+        """Directions the kernels take: clean, ended on a whole frame, with a reverse that is
+        too, one side on a broker port."""
+        n = int(self.count[0])
+        st = self.state[:n]
+        ok = (st[:, _CLEAN] == 1) & (st[:, _LEFT] == 0) & (st[:, _PREFIX_N] == 0)
+        sport, dport = self.ports_of(slice(0, n))
+        ok &= np.isin(dport, self.ports) != np.isin(sport, self.ports)
+        reverse = np.empty(n, np.int64)
+        k.flow_reverse(self.table, self.keys, self.hashes, n, reverse)
+        ok &= reverse >= 0
+        ok &= ok[np.maximum(reverse, 0)]
+        self.reverse = reverse
+        return ok
+
+
+def _rereadable(source: str | os.PathLike[str] | BinaryIO) -> tuple[BinaryIO, bool]:
+    """(file, whether we opened it) that can be read from the start twice."""
+    if isinstance(source, str | os.PathLike):
+        return open(source, "rb"), True
+    try:
+        source.seek(source.tell())
+        return source, False
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        spool = tempfile.TemporaryFile()  # a pipe or socket: keep a copy on disk, not in memory
+        shutil.copyfileobj(source, spool)
+        spool.seek(0)
+        return spool, True
+
+
+def capture_frame_chunks(
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    broker_ports: frozenset[int],
+    max_frame_size: int = MAX_FRAME_SIZE,
+    strict: bool = False,
+    stats: CaptureStats | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator[FrameArrays]:
+    """The Kafka frames of a capture, one ``FrameArrays`` per chunk; see the module docs."""
+    st = stats if stats is not None else CaptureStats()
+    f, owned = _rereadable(source)
+    try:
+        start = f.tell()
+        flows = _Flows(broker_ports, max_frame_size)
+        for c in _chunks(f, None, strict, chunk_bytes):  # 1: the census
+            seg = _segments(c, None)
+            flows.census(seg, flows.ids(seg))
+        fast = flows.fast()
+        f.seek(start)
+        yield from _frames(f, flows, fast, broker_ports, max_frame_size, strict, st, chunk_bytes)
+    finally:
+        if owned:
+            f.close()
 
 
 def capture_frame_arrays(
@@ -118,158 +349,182 @@ def capture_frame_arrays(
     max_frame_size: int = MAX_FRAME_SIZE,
     strict: bool = False,
     stats: CaptureStats | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> FrameArrays:
-    """The Kafka frames of a capture; see the module docs."""
-    st = stats if stats is not None else CaptureStats()
-    buf, rec_off, caplen, ts, linktype = _packets(_read(source), st, strict)
-    n = len(rec_off)
-    kind = np.full(n, k.K_MALFORMED, np.int8)
-    addr = np.zeros((n, 37), np.uint8)  # src ip, dst ip (16 each), ip version, sport, dport
-    sport, dport = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    seq, flags = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    pay_off, pay_len, wire_len = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    k.parse_packets(buf, rec_off, caplen, linktype, kind, addr, sport, dport, seq, flags, pay_off, pay_len,
-                    wire_len)  # fmt: skip
-    if (kind == k.K_PYTHON).any():
-        buf = _python_packets(buf, rec_off, caplen, ts, linktype, kind, addr, sport, dport, seq, flags,
-                              pay_off, pay_len, wire_len)  # fmt: skip
-    _count_packets(st.link, kind, pay_len, wire_len)
-    tcp = np.flatnonzero(kind == k.K_TCP)
-    addr[:, 33], addr[:, 34] = sport >> 8, sport & 0xFF
-    addr[:, 35], addr[:, 36] = dport >> 8, dport & 0xFF
-
-    # directions (flows), each with its reverse, and their segments grouped flow by flow
-    flow_of = np.empty(len(tcp), np.int64)
-    first, reverse = np.empty(len(tcp) + 1, np.int64), np.empty(len(tcp) + 1, np.int64)
-    nflows = k.flows(addr, tcp, flow_of, first, reverse)
-    first, reverse = first[:nflows], reverse[:nflows]
-    rows = addr[first]
-    fsport, fdport = sport[first], dport[first]
-    ports = np.array(sorted(broker_ports), np.int64)
-    to_broker = np.isin(fdport, ports) & ~np.isin(fsport, ports)
-    from_broker = np.isin(fsport, ports) & ~np.isin(fdport, ports)
-    order = np.empty(len(tcp), np.int64)
-    fstart = np.zeros(nflows + 1, np.int64)
-    k.group_by_flow(tcp, flow_of, nflows, order, fstart)
-    clean = np.zeros(nflows, np.bool_)
-    nbytes = np.zeros(nflows, np.int64)
-    skip = np.zeros(n, np.int64)
-    k.clean_flows(order, fstart, seq, flags, pay_len, wire_len, clean, nbytes, skip)
-    new_off, new_len = pay_off + skip, pay_len - skip  # retransmitted bytes dropped
-    has_rev = reverse >= 0
-    fast = clean & has_rev & (to_broker | from_broker)
-    fast &= np.where(has_rev, fast[np.maximum(reverse, 0)], False)
-
-    take = np.flatnonzero(fast)
-    out_start = np.zeros(nflows, np.int64)
-    out_start[take] = np.cumsum(nbytes[take]) - nbytes[take]
-    data = np.empty(int(nbytes[take].sum()), np.uint8)
-    seg_pos = np.zeros(n, np.int64)
-    k.gather_streams(buf, order, fstart, take, new_off, new_len, out_start, data, seg_pos)
-    min_size = np.where(to_broker, 8, 4).astype(np.int64)
-    most = int(nbytes[take].sum() // 8) + 1
-    f_flow, f_off, f_size = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most, np.int64)
-    f_ts0, f_ts1, f_done = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most, np.int64)
-    bad = np.zeros(nflows, np.bool_)
-    nf = k.split_frames(data, order, fstart, take, out_start, nbytes, seg_pos, new_len, ts, min_size,
-                        max_frame_size, f_flow, f_off, f_size, f_ts0, f_ts1, f_done, bad)  # fmt: skip
-    if bad.any():  # a connection with a bad direction goes to the Python layers whole
-        gone = bad | bad[np.maximum(reverse, 0)]
-        keep = ~gone[f_flow[:nf]]
-        f_flow, f_off, f_size = f_flow[:nf][keep], f_off[:nf][keep], f_size[:nf][keep]
-        f_ts0, f_ts1, f_done = f_ts0[:nf][keep], f_ts1[:nf][keep], f_done[:nf][keep]
-        fast &= ~gone
-        nf = len(f_flow)
-
-    # connections of the fast path: the client is the side that talks to a broker port
-    conns: list[ConnKey] = []
-    conn_id: dict[ConnKey, int] = {}
-    flow_conn = np.full(nflows, -1, np.int64)
-    for f in np.flatnonzero(fast & to_broker):
-        r = rows[f]
-        ip = 4 if r[32] == 4 else 16
-        ck = ConnKey(r[0:ip].tobytes(), int(fsport[f]), r[16 : 16 + ip].tobytes(), int(fdport[f]))
-        conn_id[ck] = flow_conn[f] = flow_conn[reverse[f]] = len(conns)
-        conns.append(ck)
-    st.tcp.segments += int(np.isin(flow_of, take).sum())
-    st.tcp.streams += len(take)
-    out = FrameArrays(
-        data, f_off[:nf], f_size[:nf], flow_conn[f_flow[:nf]], to_broker[f_flow[:nf]], f_ts0[:nf],
-        f_ts1[:nf], f_done[:nf], conns,
-    )  # fmt: skip
-    st.frames.requests += int(out.request.sum())
-    st.frames.responses += nf - int(out.request.sum())
-    slow = tcp[~fast[flow_of]]
-    if len(slow):
-        _python_frames(out, conn_id, slow, buf, ts, addr, sport, dport, seq, flags, pay_off, pay_len,
-                       wire_len, broker_ports, max_frame_size, st, n)  # fmt: skip
+    """All the frames of a capture in one ``FrameArrays`` (for tests and small captures)."""
+    parts = list(capture_frame_chunks(source, broker_ports=broker_ports, max_frame_size=max_frame_size,
+                                      strict=strict, stats=stats, chunk_bytes=chunk_bytes))  # fmt: skip
+    out = FrameArrays.empty(parts[0].conns if parts else [])
+    shift = 0
+    names = ("size", "conn", "request", "ts_first", "ts_last", "order")
+    cols = {name: [getattr(p, name) for p in parts] for name in names}
+    offs = []
+    for p in parts:
+        offs.append(p.off + shift)
+        shift += len(p.data)
+        out.others += p.others
+    out.data = np.concatenate([p.data for p in parts]) if parts else out.data
+    out.off = np.concatenate(offs) if parts else out.off
+    for name, arrays in cols.items():
+        if arrays:
+            setattr(out, name, np.concatenate(arrays))
     return out
 
 
-def _python_frames(
-    out: FrameArrays,
-    conn_id: dict[ConnKey, int],
-    segments: np.ndarray,
-    buf: np.ndarray,
-    ts: np.ndarray,
-    addr: np.ndarray,
-    sport: np.ndarray,
-    dport: np.ndarray,
-    seq: np.ndarray,
-    flags: np.ndarray,
-    pay_off: np.ndarray,
-    pay_len: np.ndarray,
-    wire_len: np.ndarray,
+def _frames(
+    f: BinaryIO,
+    flows: _Flows,
+    fast: np.ndarray,
     broker_ports: frozenset[int],
     max_frame_size: int,
+    strict: bool,
     st: CaptureStats,
-    packets: int,
-) -> None:
-    """The segments of the other connections through the Python layers, in capture order."""
-    reasm = TcpReassembler()
-    reasm.stats = st.tcp
-    framer = KafkaFramer(broker_ports, max_frame_size=max_frame_size)
-    framer.stats = st.frames
-    frames: list[tuple[int, KafkaFrame]] = []
+    chunk_bytes: int,
+) -> Iterator[FrameArrays]:
+    """Pass 2: per chunk, the frames of the fast directions (kernels) and of the others (the
+    Python layers, fed in capture order, alive across chunks)."""
+    nflows = len(fast)
+    pass2 = _Flows(broker_ports, max_frame_size)  # the census again, for its ``skip``
+    conns: list[ConnKey] = []
+    conn_id: dict[ConnKey, int] = {}
+    flow_conn = np.full(nflows, -1, np.int64)
+    to_broker = flows.to_broker(slice(0, nflows))
+    sports, dports = flows.ports_of(slice(0, nflows))
+    for fl in np.flatnonzero(fast & to_broker).tolist():
+        r = flows.keys[fl]
+        ip = 4 if r[32] == 4 else 16
+        ck = ConnKey(r[0:ip].tobytes(), int(sports[fl]), r[16 : 16 + ip].tobytes(), int(dports[fl]))
+        conn_id[ck] = flow_conn[fl] = flow_conn[flows.reverse[fl]] = len(conns)
+        conns.append(ck)
+    min_size = np.where(to_broker, 8, 4).astype(np.int64)
+    carry: dict[int, tuple[bytes, int, int]] = {}  # flow -> unfinished frame bytes, their times
+    slow = _SlowPath(broker_ports, max_frame_size, st, conns, conn_id)
+    packets = 0
+    for c in _chunks(f, st, strict, chunk_bytes):
+        seg = _segments(c, st.link)
+        flow_of = pass2.ids(seg)
+        skip = pass2.census(seg, flow_of)
+        packets = c.base + len(c.rec_off)
+        is_fast = fast[flow_of]
+        st.tcp.segments += int(is_fast.sum())
+        out = _fast_frames(seg, flow_of[is_fast], seg.tcp[is_fast], skip[is_fast], carry, min_size,
+                           max_frame_size, c.base, conns, flow_conn, to_broker)  # fmt: skip
+        st.frames.requests += int(out.request.sum())
+        st.frames.responses += int((~out.request).sum())
+        slow.feed(out, seg, seg.tcp[~is_fast], c.base)
+        out.position = f.tell()
+        yield out
+    st.tcp.streams += int(fast.sum())
+    last = FrameArrays.empty(conns)
+    slow.finish(last, packets)
+    last.position = f.tell()
+    yield last
 
-    def take(i: int, items: list[FrameItem]) -> None:
-        for item in items:
-            if isinstance(item, KafkaFrame):
-                frames.append((i, item))
-            else:
+
+def _fast_frames(
+    seg: _Segments,
+    flow_of: np.ndarray,
+    segs: np.ndarray,
+    skip: np.ndarray,
+    carry: dict[int, tuple[bytes, int, int]],
+    min_size: np.ndarray,
+    max_frame_size: int,
+    base: int,
+    conns: list[ConnKey],
+    flow_conn: np.ndarray,
+    to_broker: np.ndarray,
+) -> FrameArrays:
+    # local flows of this chunk, their segments grouped (capture order kept within each)
+    local, inverse = np.unique(flow_of, return_inverse=True)
+    by_flow = np.argsort(inverse, kind="stable")
+    order = segs[by_flow]
+    lstart = np.zeros(len(local) + 1, np.int64)
+    np.cumsum(np.bincount(inverse, minlength=len(local)), out=lstart[1:])
+    pay_off = seg.pay_off.copy()
+    pay_len = seg.pay_len.copy()
+    pay_off[segs] += skip  # retransmitted bytes dropped
+    pay_len[segs] -= skip
+    carried = [carry.pop(fl, (b"", 0, 0)) for fl in local.tolist()]
+    carry_len = np.array([len(b) for b, _, _ in carried], np.int64)
+    carry_ts = np.array([(t0, t1) for _, t0, t1 in carried], np.int64).reshape(len(local), 2)
+    carry_off = np.cumsum(carry_len) - carry_len
+    carry_buf = np.frombuffer(b"".join(b for b, _, _ in carried), np.uint8)
+    out_len = carry_len + np.bincount(inverse, weights=pay_len[segs], minlength=len(local)).astype(np.int64)
+    out_start = np.cumsum(out_len) - out_len
+    data = np.empty(int(out_len.sum()), np.uint8)
+    seg_pos = np.zeros(len(order), np.int64)
+    k.assemble(seg.buf, order, lstart, carry_buf, carry_off, carry_len, pay_off, pay_len, out_start, data,
+               seg_pos)  # fmt: skip
+    most = len(data) // 8 + 1
+    f_flow, f_off, f_size, f_done = (np.empty(most, np.int64) for _ in range(4))
+    f_ts = np.empty((most, 2), np.int64)
+    tail = np.zeros((len(local), 4), np.int64)
+    nf = k.split_frames(data, order, lstart, out_start, out_len, seg_pos, pay_len, seg.ts, base, carry_len,
+                        carry_ts, min_size[local], max_frame_size, f_flow, f_off, f_size, f_ts, f_done,
+                        tail)  # fmt: skip
+    if nf < 0:
+        raise AssertionError("a frame size the census accepted is out of range")  # a kernel bug
+    for j in np.flatnonzero(tail[:, 1]).tolist():
+        a, m = int(tail[j, 0]), int(tail[j, 1])
+        carry[int(local[j])] = (data[a : a + m].tobytes(), int(tail[j, 2]), int(tail[j, 3]))
+    g = local[f_flow[:nf]]
+    return FrameArrays(data, f_off[:nf], f_size[:nf], flow_conn[g], to_broker[g], f_ts[:nf, 0].copy(),
+                       f_ts[:nf, 1].copy(), f_done[:nf], conns)  # fmt: skip
+
+
+class _SlowPath:
+    """The connections the kernels do not take, through the Python reassembler and framer."""
+
+    def __init__(
+        self,
+        broker_ports: frozenset[int],
+        max_frame_size: int,
+        st: CaptureStats,
+        conns: list[ConnKey],
+        conn_id: dict[ConnKey, int],
+    ) -> None:
+        self.reasm = TcpReassembler()
+        self.reasm.stats = st.tcp
+        self.framer = KafkaFramer(broker_ports, max_frame_size=max_frame_size)
+        self.framer.stats = st.frames
+        self.conns, self.conn_id = conns, conn_id
+
+    def _emit(self, out: FrameArrays, items: list[tuple[int, FrameItem]]) -> None:
+        """Items with the order of the packet that made each ready, into ``out``."""
+        data: list[bytes] = []
+        rows = []
+        for i, item in items:
+            if not isinstance(item, KafkaFrame):
                 out.others.append((i, item))
+                continue
+            if item.conn not in self.conn_id:
+                self.conn_id[item.conn] = len(self.conns)
+                self.conns.append(item.conn)
+            data.append(bytes(item.data))
+            rows.append((len(item.data), self.conn_id[item.conn], item.direction == "request",
+                         item.ts_first_ns, item.ts_last_ns, i))  # fmt: skip
+        out.extend(b"".join(data), rows)
 
-    raw = buf.tobytes()
-    for i in segments.tolist():
-        ip = 4 if addr[i, 32] == 4 else 16
-        a = int(pay_off[i])
-        seg = Segment(int(ts[i]), addr[i, 0:ip].tobytes(), int(sport[i]), addr[i, 16 : 16 + ip].tobytes(),
-                      int(dport[i]), int(seq[i]), int(flags[i]), raw[a : a + int(pay_len[i])],
-                      int(wire_len[i]))  # fmt: skip
-        for ev in reasm.add(seg):
-            take(i, list(framer.feed(ev)))
-    for ev in reasm.finish():
-        take(packets, list(framer.feed(ev)))
-    take(packets, list(framer.finish()))
-    if not frames:
-        return
-    extra = b"".join(f.data for _, f in frames)
-    sizes = np.fromiter((len(f.data) for _, f in frames), np.int64, len(frames))
-    offs = len(out.data) + np.cumsum(sizes) - sizes
-    ids = []
-    for _, f in frames:
-        if f.conn not in conn_id:
-            conn_id[f.conn] = len(out.conns)
-            out.conns.append(f.conn)
-        ids.append(conn_id[f.conn])
-    out.data = np.concatenate([out.data, np.frombuffer(extra, np.uint8)])
-    out.off = np.concatenate([out.off, offs])
-    out.size = np.concatenate([out.size, sizes])
-    out.conn = np.concatenate([out.conn, np.asarray(ids, np.int64)])
-    out.request = np.concatenate([out.request, np.array([f.direction == "request" for _, f in frames])])
-    out.ts_first = np.concatenate([out.ts_first, np.array([f.ts_first_ns for _, f in frames], np.int64)])
-    out.ts_last = np.concatenate([out.ts_last, np.array([f.ts_last_ns for _, f in frames], np.int64)])
-    out.order = np.concatenate([out.order, np.array([i for i, _ in frames], np.int64)])
+    def feed(self, out: FrameArrays, seg: _Segments, segs: np.ndarray, base: int) -> None:
+        raw = seg.buf.tobytes() if len(segs) else b""
+        items: list[tuple[int, FrameItem]] = []
+        addr = seg.addr
+        for i in segs.tolist():
+            ip = 4 if addr[i, 32] == 4 else 16
+            a = int(seg.pay_off[i])
+            sport = (int(addr[i, 33]) << 8) | int(addr[i, 34])
+            dport = (int(addr[i, 35]) << 8) | int(addr[i, 36])
+            s = Segment(int(seg.ts[i]), addr[i, 0:ip].tobytes(), sport, addr[i, 16 : 16 + ip].tobytes(),
+                        dport, int(seg.seq[i]), int(seg.flags[i]), raw[a : a + int(seg.pay_len[i])],
+                        int(seg.wire_len[i]))  # fmt: skip
+            for ev in self.reasm.add(s):
+                items += [(base + i, item) for item in self.framer.feed(ev)]
+        self._emit(out, items)
+
+    def finish(self, out: FrameArrays, packets: int) -> None:
+        items = [(packets, item) for ev in self.reasm.finish() for item in self.framer.feed(ev)]
+        items += [(packets, item) for item in self.framer.finish()]
+        self._emit(out, items)
 
 
 def _python_packets(
