@@ -49,7 +49,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from .traffic import decode_capture
+    from .traffic import bound_heap, decode_capture
+
+    bound_heap()
 
     summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,),
                              progress=_progress if sys.stderr.isatty() else None)  # fmt: skip

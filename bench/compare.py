@@ -182,23 +182,29 @@ def capture_rows() -> list[dict[str, object]]:
     from benchmarks.data import big_capture
 
     rows = []
-    for pcap in (big_capture(100),):  # 100 copies of a real capture, 8 MB
+    # copies of a real capture: 8, 80 and 240 MB; memory must not grow with the capture
+    for copies in (100, 1000, 3000):
+        pcap = big_capture(copies)
         code = (
             "import sys, tempfile, time\n"
             "import arrowkafka as ak\n"
-            "from arrowkafka.traffic import decode_capture\n"
+            "from arrowkafka.traffic import bound_heap, decode_capture\n"
+            "bound_heap()\n"  # as the CLI does
             "specs = ak.load_specs()\n"
-            "decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches
+            "decode_capture([sys.argv[2]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches
             "t = time.perf_counter()\n"
             "decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)\n"
             'print(time.perf_counter() - t, [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM")][0])\n'
         )
         out = subprocess.run(
-            [sys.executable, "-c", code, str(pcap)], check=True, capture_output=True, text=True
+            [sys.executable, "-c", code, str(pcap), str(big_capture(2))],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         seconds, rss_kb = out.stdout.split()
         size = pcap.stat().st_size
-        rows.append({"workload": "pcap tansu_confluent x100", "impl": "arrowkafka (1 thread)",
+        rows.append({"workload": f"pcap tansu_confluent x{copies}", "impl": "arrowkafka (1 thread)",
                      "messages_per_s": None, "mb_per_s": size / float(seconds) / 1e6,
                      "ratio_to_best_peer": None, "share_of_memcpy": None,
                      "capture_bytes": size, "peak_rss_mb": int(rss_kb) / 1024})  # fmt: skip
