@@ -114,15 +114,22 @@ class Summary:
     frames_in: int = 0
     rows: int = 0
     rejects: int = 0
+    # (api, version) -> requests, responses, bytes, rejects, and latency: a list of arrays of
+    # ns, one per chunk (``latencies`` joins them)
     per_api: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)  # message -> rows written
     capture_stats: list[CaptureStats] = field(default_factory=list)
+
+    def latencies(self, api: str, version: int) -> np.ndarray:
+        """Every response's latency (ns) for an API and version, in capture order."""
+        parts = self.per_api.get((api, version), {}).get("latency", [])
+        return np.concatenate([np.asarray(x, np.int64) for x in parts]) if parts else np.zeros(0, np.int64)
 
     def render(self) -> str:
         lines = [f"{'api':<28} {'ver':>3} {'requests':>8} {'responses':>9} {'bytes':>10} {'rejects':>7} "
                  f"{'p50 ms':>8} {'p99 ms':>8}"]  # fmt: skip
         for (api, version), s in sorted(self.per_api.items()):
-            lat = np.asarray(s["latency"], dtype=np.float64) / 1e6
+            lat = self.latencies(api, version) / 1e6
             p50, p99 = (
                 (f"{np.percentile(lat, 50):8.2f}", f"{np.percentile(lat, 99):8.2f}")
                 if lat.size
@@ -244,7 +251,7 @@ def group_frames(
             s = stat(spec.name.removesuffix("Response"), version)
             s["responses"] += 1
             s["bytes"] += len(frame) + 4
-            s["latency"].append(item.ts_first_ns - request_ts)
+            s["latency"].append([item.ts_first_ns - request_ts])
             groups[("response", spec.name, version)].append(
                 _Frame(name, _addr(item.conn.client_ip, item.conn.client_port),
                        _addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
@@ -469,7 +476,8 @@ class _Headers:
             s["responses"] += counts[1][g]
             s["bytes"] += counts[2][g]
             members = by_group[bounds[g] : bounds[g + 1]]
-            s["latency"].extend(latency[members[~is_req[members]]].tolist())
+            # an int64 array per chunk (8 bytes a response; a list of ints would be 36)
+            s["latency"].append(latency[members[~is_req[members]]])
         # message names: one string per (api key, direction), taken per row
         codes, code_of = np.unique(key[rows] * 2 + ~is_req, return_inverse=True)
         names = pa.array([self.names[c % 2][c // 2] for c in codes.tolist()], pa.string())
