@@ -7,6 +7,10 @@ version lacks checked against their defaults; tagged-field presence; unknown tag
 checked) -> pass 1 (check and size every message) -> allocate the output once, offsets the
 running sum -> pass 2 (write) -> ``pa.Array.from_buffers``.
 
+The passes run the interpreter, or (``kernel="auto"`` once a plan has encoded enough, or
+``kernel="specialised"``) the kernel generated for the plan (``encode_codegen``), which checks
+nothing: where some value could fail a check, pass 1 is the interpreter's.
+
 Input: the schema of ``arrow_schema(name, version)``, of ``arrow_schema(name)`` (all
 versions), or of another version of the message. Columns the target version lacks must hold
 their spec default unless the field is ``ignorable`` (then they are dropped); columns it has
@@ -16,7 +20,10 @@ matter: a null the target version cannot carry is an ``EncodeError`` naming row 
 
 from __future__ import annotations
 
+import functools
 import uuid
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,20 +92,17 @@ def _offsets(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], otype, count=len(arr) + 1, offset=start)
 
 
-def _rebased(offs: np.ndarray, path: str) -> np.ndarray:
-    """Offsets starting at 0, as int32 (the kernel's offsets arena)."""
-    out = offs - offs[0]
-    if out.dtype != np.int32:
-        if out[-1] >= 2**31:
-            raise ValueError(f"{path}: over 2^31 values or bytes in one batch; encode smaller batches")
-        out = out.astype(np.int32)
-    return out
+def _check_span(offs: np.ndarray, path: str) -> None:
+    """The kernel's offsets arena is int32, counted from each array's first offset."""
+    if offs.dtype != np.int32 and offs[-1] - offs[0] >= 2**31:
+        raise ValueError(f"{path}: over 2^31 values or bytes in one batch; encode smaller batches")
 
 
 @dataclass
 class _Pieces:
     """One node's input: validity bytes, fixed-width values (raw little-endian bytes), offsets
-    rebased to 0, var-length bytes, tagged-field presence bytes."""
+    (the array's own, not rebased to 0: the arena copy does that), var-length bytes,
+    tagged-field presence bytes."""
 
     valid: np.ndarray | None = None
     values: np.ndarray | None = None
@@ -110,13 +114,15 @@ class _Pieces:
 @dataclass
 class _Place:
     """Where a slot of a node's array sits in the batch: the offsets of each list above it
-    (outermost first), so an error can name the row and the list indices."""
+    (outermost first, each as its array holds them), so an error can name the row and the list
+    indices."""
 
     lists: list[np.ndarray] = field(default_factory=list)
 
     def locate(self, slot: int) -> tuple[int, list[int]]:
         indices = []
         for offs in reversed(self.lists):
+            offs = offs - offs[0]
             parent = int(np.searchsorted(offs, slot, side="right")) - 1
             indices.append(slot - int(offs[parent]))
             slot = parent
@@ -165,7 +171,8 @@ class _Flattener:
             p.values = _fixed_bytes(arr, node.width)
         elif node.kind == VARBIN:
             offs = _offsets(arr)
-            p.offsets = _rebased(offs, node.path)
+            _check_span(offs, node.path)
+            p.offsets = offs
             p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
         elif node.kind in (LIST, MAP):
             self.nested(node, arr, live, place, p)
@@ -180,13 +187,15 @@ class _Flattener:
             else:
                 raise TypeError(f"{node.path}: expected {node.type}, got {arr.type}")
         offs = _offsets(arr)
-        p.offsets = _rebased(offs, node.path)
+        _check_span(offs, node.path)
+        p.offsets = offs
         values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
-        lengths = np.diff(offs)
-        keep = np.ones(len(arr), bool) if live is None else live.copy()
-        if p.valid is not None:
-            keep &= p.valid.astype(bool)
-        child_live = np.repeat(keep, lengths)
+        child_live = None  # every slot of ``values`` is reached by some row
+        if live is not None or p.valid is not None:
+            keep = np.ones(len(arr), bool) if live is None else live.copy()
+            if p.valid is not None:
+                keep &= p.valid.astype(bool)
+            child_live = np.repeat(keep, np.diff(offs))
         inner = place.inner(p.offsets)
         if node.kind == LIST:
             self.visit(node.children[0], values, child_live, inner)
@@ -204,13 +213,15 @@ class _Flattener:
         keys: pa.Array,
         vals: pa.Array,
         offs: np.ndarray,
-        live: np.ndarray,
+        live: np.ndarray | None,
         place: _Place,
     ) -> tuple[pa.Array, pa.Array]:
         """Kept unknown tags are written in ascending order among the known ones: sort each
         map, and refuse duplicates, known tag numbers and (draft) what the buffer cannot hold."""
         if len(keys) == 0:
             return keys, vals
+        if live is None:
+            live = np.ones(len(keys), bool)
         k = np.asarray(keys.to_numpy(zero_copy_only=False), np.int64)
         owner = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
         if np.any((np.diff(k) <= 0) & (np.diff(owner) == 0)):
@@ -414,6 +425,13 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
+def _scratch(n: int, dtype: type) -> np.ndarray:
+    """An uninitialised array from Arrow's memory pool, which keeps freed pages for the next
+    batch (numpy's large arrays are fresh mappings: every page faults in again)."""
+    itemsize = np.dtype(dtype).itemsize
+    return np.frombuffer(pa.allocate_buffer(n * itemsize), dtype, count=n)
+
+
 class _Inputs:
     """Every node's pieces in five arenas, with a base per node (-1: none)."""
 
@@ -437,11 +455,11 @@ class _Inputs:
                     base[i] = sizes[name]
                     sizes[name] += _aligned(arr.size)
         # (every byte the kernel reads is copied in below: the padding need not be zeroed)
-        self.a8 = np.empty(max(sizes["fixed"], 8), np.uint8)
-        self.offs = np.empty(max(sizes["offs"], 1), np.int32)
-        self.data = np.empty(max(sizes["data"], 1), np.uint8)
-        self.valid = np.empty(max(sizes["valid"], 1), np.uint8)
-        self.present = np.empty(max(sizes["present"], 1), np.uint8)
+        self.a8 = _scratch(max(sizes["fixed"], 8), np.uint8)
+        self.offs = _scratch(max(sizes["offs"], 1), np.int32)
+        self.data = _scratch(max(sizes["data"], 1), np.uint8)
+        self.valid = _scratch(max(sizes["valid"], 1), np.uint8)
+        self.present = _scratch(max(sizes["present"], 1), np.uint8)
         for i, p in pieces.items():
             for arr, base, arena in (
                 (p.values, self.fixed_base, self.a8),
@@ -450,7 +468,11 @@ class _Inputs:
                 (p.valid, self.valid_base, self.valid),
                 (p.present, self.present_base, self.present),
             ):
-                if arr is not None:
+                if arr is None:
+                    continue
+                if arena is self.offs:  # rebased to 0 on the way in
+                    np.subtract(arr, arr[0], out=arena[base[i] : base[i] + arr.size], casting="unsafe")
+                else:
                     arena[base[i] : base[i] + arr.size] = arr
         self.nbytes = sum(sizes.values())
 
@@ -489,6 +511,31 @@ def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
     return checks
 
 
+def _may_fail(plan: Plan, inputs: _Inputs, checks: np.ndarray, pieces: dict[int, _Pieces]) -> bool:
+    """Could some value fail one of pass 1's checks (a null the wire cannot carry, a value too
+    wide for its encoding, a classic string over 32767 bytes)? Conservative: a null or a long
+    string in a slot no row reaches counts too."""
+    vb = inputs.valid_base
+    for at, (op, node, a, b, c, *_) in enumerate(plan.code.tolist()):
+        if op == OP["FIXED_RUN"]:
+            fails = checks[at] != 0
+        elif op == OP["INT"]:  # node, enc, bits, width
+            fails = vb[node] >= 0 or (b < 64 and b < 8 * c)
+        elif op == OP["VARBIN"]:  # node, length kind, nullable
+            offs = pieces[node].offsets
+            long = a == 0 and offs is not None and len(offs) > 1 and int(np.diff(offs).max()) > 32767
+            fails = (b == 0 and vb[node] >= 0) or long
+        elif op == OP["LIST"]:  # node, length kind, nullable
+            fails = b == 0 and vb[node] >= 0
+        elif op == OP["LIST_FIXED"]:  # node, child, length kind, nullable
+            fails = (c == 0 and vb[node] >= 0) or vb[a] >= 0
+        else:
+            fails = op == OP["STRUCT"] and vb[node] >= 0
+        if fails:
+            return True
+    return False
+
+
 def _what(node: Node) -> str:
     if node.kind == STRUCT:
         return "struct"
@@ -517,10 +564,108 @@ def _kernel_error(plan: Plan, out: np.ndarray) -> EncodeError:
     return EncodeError(reason, path=path, row=row, message=plan.name, version=plan.version)
 
 
+KERNELS = ("auto", "interpreter", "specialised")
+
+# kernel="auto": the interpreter (on the plain-Python tier for a process's first kilobytes,
+# see kernels/tiers.py) until this process has encoded SPECIALISE_AFTER bytes of input with one
+# plan: a bulk job. Then the plan's specialised kernel, compiled there and then (3-8 s, once per
+# machine: Numba caches it), for good. Where a process on this machine compiled it before,
+# loading it costs a few hundred milliseconds, so LOAD_AFTER is enough. (Metadata v12, one core:
+# the interpreter writes about 300-400 MB/s, the specialised kernel about 2 GB/s.)
+SPECIALISE_AFTER = 128 << 20
+LOAD_AFTER = 16 << 20
+
+
+@dataclass
+class _Tier:
+    """A plan's way through the tiers, per process."""
+
+    spent: int = 0  # bytes of input encoded with the interpreter
+    built_checked: bool = False  # whether the on-disk marker was looked at
+    fast: Any = None  # the specialised kernel, once in use
+    failed: bool = False  # it did not compile: stay on the interpreter
+
+
+_TIERS: dict[Plan, _Tier] = {}
+
+
+def _specialised(plan: Plan) -> Any:
+    from .encode_codegen import specialised_encoder
+
+    return specialised_encoder(plan)
+
+
+def _auto(plan: Plan, nbytes: int) -> Any | None:
+    """The specialised kernel if ``kernel="auto"`` should use it for this batch, else None."""
+    tier = _TIERS.setdefault(plan, _Tier())
+    if tier.fast is not None or tier.failed:
+        return tier.fast
+    tier.spent += nbytes
+    if tier.spent < LOAD_AFTER:
+        return None
+    if tier.spent < SPECIALISE_AFTER:
+        if tier.built_checked:
+            return None
+        from .encode_codegen import is_built
+
+        tier.built_checked = True
+        if not is_built(plan):
+            return None
+    return _specialised(plan)
+
+
+def _kernels(plan: Plan, kernel: str, nbytes: int, may_fail: Callable[[], bool]) -> tuple[Any, Any, bool]:
+    """The kernels for pass 1 and pass 2, and whether the second is a specialised one that
+    ``kernel="auto"`` has just picked (to compile before use). A specialised kernel checks
+    nothing, so where a value could fail a check, pass 1 is the interpreter's (which names the
+    first failure)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
+    fast = None
+    if kernel == "specialised":
+        fast = _specialised(plan)
+    elif kernel == "auto":
+        fast = _auto(plan, nbytes)
+    if fast is None:
+        fn = kernel_run(nbytes, "encode")
+        return fn, fn, False
+    first = kernel == "auto" and _TIERS[plan].fast is None
+    return (kernel_run(nbytes, "encode") if may_fail() else fast), fast, first
+
+
+def _compiled(plan: Plan, fast: Any, args: tuple[Any, ...]) -> bool:
+    """Compile (or load) ``plan``'s specialised kernel for these arguments with a call that
+    encodes no rows. Under ``kernel="auto"`` a failure leaves the plan on the interpreter."""
+    from .encode_codegen import is_built, mark_built
+
+    tier = _TIERS.setdefault(plan, _Tier())
+    try:
+        fast(*args)
+    except Exception as e:  # a bug in the generated source: keep encoding, but say so
+        warnings.warn(
+            f"{plan.name} v{plan.version}: specialised encode kernel failed to compile: {e}", stacklevel=3
+        )
+        tier.failed, tier.fast = True, None
+        return False
+    tier.fast = fast
+    if not is_built(plan):
+        mark_built(plan)
+    return True
+
+
 def encode_batch(
-    specs: SpecSet, data: Any, name: str, version: int, *, threads: int = 1, sizes_only: bool = False
+    specs: SpecSet,
+    data: Any,
+    name: str,
+    version: int,
+    *,
+    threads: int = 1,
+    sizes_only: bool = False,
+    kernel: str = "auto",
 ) -> pa.Array:
-    """See ``arrowkafka.encode`` and ``arrowkafka.encoded_size``."""
+    """See ``arrowkafka.encode`` and ``arrowkafka.encoded_size``. ``kernel``: "interpreter",
+    "specialised" (generated for this plan, compiled on first use) or "auto" (the interpreter,
+    then the specialised kernel once the plan has encoded enough: see ``SPECIALISE_AFTER``)."""
     spec = specs[name]
     plan = compile_plan(spec, version)
     struct = _as_struct(data)
@@ -532,7 +677,6 @@ def encode_batch(
     flat.visit(plan.root, struct, None, _Place())
     inputs = _Inputs(plan, flat.pieces)
     owner = _owners(plan)
-    fn = kernel_run(inputs.nbytes, "encode")
 
     threads = max(1, min(threads, rows // 64 or 1))
     cuts = np.linspace(0, rows, threads + 1).astype(np.int64)
@@ -543,18 +687,26 @@ def encode_batch(
     stub = np.zeros(1, np.uint8)
 
     checks = _run_checks(plan, inputs)
+    may_fail = functools.partial(_may_fail, plan, inputs, checks, flat.pieces)
+    sizer, writer, fresh = _kernels(plan, kernel, inputs.nbytes, may_fail)
+
+    def args(
+        first: int, last: int, fill: bool, out: np.ndarray, starts: np.ndarray, k: int
+    ) -> tuple[Any, ...]:
+        return (
+            plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth, first, last, fill,
+            *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64),
+            np.zeros(status.STATUS_SIZE, np.int64),
+        )  # fmt: skip
 
     def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:
-        st = np.zeros(status.STATUS_SIZE, np.int64)
-        err = fn(
-            plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth,
-            int(cuts[k]), int(cuts[k + 1]), fill,
-            *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64), st,
-        )  # fmt: skip
-        if err:
-            raise _kernel_error(plan, st)
+        a = args(int(cuts[k]), int(cuts[k + 1]), fill, out, starts, k)
+        if (writer if fill else sizer)(*a):
+            raise _kernel_error(plan, a[-1])
 
     zeros = np.zeros(rows + 1, np.int64)
+    if fresh and not _compiled(plan, writer, args(0, 0, False, stub, zeros, 0)):
+        sizer = writer = kernel_run(inputs.nbytes, "encode")
     each_range(lambda k: call(k, False, stub, zeros), threads)
     if sizes_only:
         return pa.array(sizes, pa.int64())

@@ -79,7 +79,26 @@ _LOW57 = (1 << 57) - 1
 @njit(inline="always")
 def _put_be(out, pos, v, nbytes):
     """Write the low ``nbytes`` bytes of int64 ``v`` big-endian at pos (the common widths
-    spelled out: the compiler turns them into one byte-swapped store)."""
+    spelled out, at unsigned indices: Numba then drops the negative-index fix-up and the
+    stores merge into one byte-swapped store; uint64 + 1 is int64, so each sum is converted)."""
+    if nbytes == 4:
+        out[np.uint64(pos)] = (v >> 24) & 0xFF
+        out[np.uint64(pos + 1)] = (v >> 16) & 0xFF
+        out[np.uint64(pos + 2)] = (v >> 8) & 0xFF
+        out[np.uint64(pos + 3)] = v & 0xFF
+    elif nbytes == 2:
+        out[np.uint64(pos)] = (v >> 8) & 0xFF
+        out[np.uint64(pos + 1)] = v & 0xFF
+    elif nbytes == 1:
+        out[np.uint64(pos)] = v & 0xFF
+    else:
+        for k in range(nbytes - 1, -1, -1):
+            out[np.uint64(pos + k)] = v & 0xFF
+            v >>= 8
+
+
+def _put_be_plain(out, pos, v, nbytes):
+    """``_put_be`` for the plain-Python tier, where the index conversions only cost time."""
     if nbytes == 4:
         out[pos] = (v >> 24) & 0xFF
         out[pos + 1] = (v >> 16) & 0xFF
@@ -88,12 +107,14 @@ def _put_be(out, pos, v, nbytes):
     elif nbytes == 2:
         out[pos] = (v >> 8) & 0xFF
         out[pos + 1] = v & 0xFF
-    elif nbytes == 1:
-        out[pos] = v & 0xFF
     else:
         for k in range(nbytes - 1, -1, -1):
             out[pos + k] = v & 0xFF
             v >>= 8
+
+
+if not njit.__module__.startswith("numba"):  # (tiers.py runs this file with a stand-in njit)
+    _put_be = _put_be_plain  # type: ignore[assignment]
 
 
 @njit(inline="always")
@@ -527,3 +548,63 @@ def run(
         return err
     cache_at[0] = ci
     return OK
+
+
+# ---- calls for the kernels generated per plan (arrowkafka/encode_codegen.py) ---------------------
+# Compiled once per machine (cached here), not again for every plan; LLVM inlines them into each
+# kernel. Indices are unsigned: Numba then skips the negative-index fix-up.
+
+
+@njit(cache=True, nogil=True)
+def g_uvlen(v):
+    return _uvlen(v)
+
+
+@njit(cache=True, nogil=True)
+def g_put_uv(out, pos, v):
+    return _put_uv(out, pos, v)
+
+
+@njit(cache=True, nogil=True)
+def g_be2(out, pos, v):
+    _put_be(out, pos, v, 2)
+
+
+@njit(cache=True, nogil=True)
+def g_be4(out, pos, v):
+    _put_be(out, pos, v, 4)
+
+
+@njit(cache=True, nogil=True)
+def g_be8(out, pos, v):
+    _put_be(out, pos, v >> 32, 4)
+    _put_be(out, pos + 4, v, 4)
+
+
+@njit(cache=True, nogil=True)
+def g_i8(v):
+    """An int8 stored as a byte, as int64."""
+    v = np.int64(v)
+    return v - 256 if v >= 128 else v
+
+
+@njit(cache=True, nogil=True)
+def g_copy(out, at, src, start, n):
+    """``out[at : at + n] = src[start : start + n]`` (Numba compiles a helper per slice
+    assignment; a loop compiles once)."""
+    for k in range(n):
+        out[np.uint64(at + k)] = src[np.uint64(start + k)]
+
+
+@njit(cache=True, nogil=True)
+def g_unknown(out, pos, fill, optbuf, e, kb, ob, db, a32, offs, data):
+    """``_unknown`` with the map's bases already read: key base kb (in int32s), value offsets
+    base ob, value data base db."""
+    tag = np.int64(a32[np.uint64(kb + e)]) & 0xFFFFFFFF
+    b0 = np.int64(offs[np.uint64(ob + e)])
+    n = np.int64(offs[np.uint64(ob + e + 1)]) - b0
+    if not fill:
+        return pos + _entry_size(optbuf, tag, n) + n
+    pos = _put_entry(out, pos, optbuf, tag, n)
+    g_copy(out, pos, data, db + b0, n)
+    return pos + n

@@ -1,5 +1,7 @@
 """The encoder's rules (Kafka's message-definitions README and KIP-482), each with the exact
-error text: a test per rule, plus the shapes of input it accepts."""
+error text: a test per rule, plus the shapes of input it accepts. Each error is checked with the
+kernel generated for the plan too (it checks nothing itself: where a value could fail, the
+interpreter sizes the batch and names the failure)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import arrowkafka as ak
 from arrowkafka import reference as ref
 from arrowkafka.encoder import uuids_as_bytes
 from tests.conftest import SHARED, SPEC_FOLDERS
+from tests.encoder.pure_kernel import encode_specialised
 
 SPECS = ak.load_specs()
 FEATURES = ak.load_specs(SPEC_FOLDERS["features"])
@@ -49,6 +52,9 @@ def fails(
     assert str(e.value) == text
     with pytest.raises(ak.EncodeError):  # sizing checks the same things
         specs.encoded_size(batch, name, version)
+    with pytest.raises(ak.EncodeError) as again:
+        encode_specialised(specs, batch, name, version)
+    assert str(again.value) == text
     return e.value
 
 
@@ -163,10 +169,10 @@ def test_values_no_row_reaches_are_not_checked() -> None:
     )
     spec = SPECS["MetadataRequest"]
     want = ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": None})
-    assert SPECS.encode(batch, "MetadataRequest", 12).to_pylist() == [
-        want,
-        ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": []}),
-    ]
+    both = [want, ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": []})]
+    assert SPECS.encode(batch, "MetadataRequest", 12).to_pylist() == both
+    # (the interpreter sizes this batch, as a value could fail; the generated kernel writes it)
+    assert encode_specialised(SPECS, batch, "MetadataRequest", 12).to_pylist() == both
 
 
 def test_a_wider_integer_column_is_range_checked_by_row() -> None:
@@ -339,6 +345,8 @@ def test_threads_slices_tables_and_chunks_give_the_same_bytes() -> None:
     assert SPECS.encode(table, "MetadataResponse", 12).to_pylist() == bodies
     sizes = SPECS.encoded_size(table, "MetadataResponse", 12).to_numpy()
     assert np.array_equal(sizes, [len(b) for b in bodies])
+    # (as plain Python, a few rows; test_encode_specialised runs the compiled kernel on threads)
+    assert encode_specialised(SPECS, batch.slice(17, 2), "MetadataResponse", 12).to_pylist() == bodies[17:19]
     empty = pa.Table.from_batches([], schema=batch.schema)  # no chunks at all
     assert SPECS.encode(empty, "MetadataResponse", 12).to_pylist() == []
     with pytest.raises(TypeError, match="RecordBatch"):
