@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import arrowkafka as ak
 
@@ -26,9 +27,13 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 __all__ = [
+    "CaptureSummary",
+    "capture_frames",
+    "decode_captures",
     "decode_cluster_metadata",
     "decode_column",
     "decode_consumer_offsets",
+    "decoded_frames",
     "spark_arrow_type",
     "spark_type",
 ]
@@ -36,7 +41,8 @@ __all__ = [
 
 def spark_arrow_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type Spark exchanges for the Spark type of ``t``: unsigned integers widen to
-    the next signed type, uuid becomes its 16 raw bytes as binary; nesting is kept."""
+    the next signed type, uuid becomes its 16 raw bytes as binary, timestamps hold
+    microseconds; nesting is kept."""
     if isinstance(t, pa.BaseExtensionType):
         return pa.binary()
     if pa.types.is_struct(t):
@@ -47,6 +53,8 @@ def spark_arrow_type(t: pa.DataType) -> pa.DataType:
         return pa.map_(spark_arrow_type(t.key_type), t.item_field.with_type(spark_arrow_type(t.item_type)))
     if pa.types.is_list(t):
         return pa.list_(t.value_field.with_type(spark_arrow_type(t.value_type)))
+    if pa.types.is_timestamp(t):  # Spark keeps microseconds; UTC-adjusted unless naive
+        return pa.timestamp("us", "UTC" if t.tz else None)
     return {pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}.get(t, t)
 
 
@@ -66,6 +74,8 @@ def spark_type(t: pa.DataType) -> DataType:
         return T.MapType(spark_type(t.key_type), spark_type(t.item_type), t.item_field.nullable)
     if pa.types.is_list(t):
         return T.ArrayType(spark_type(t.value_type), t.value_field.nullable)
+    if pa.types.is_timestamp(t):
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
     simple = {
         pa.bool_(): T.BooleanType(),
         pa.int8(): T.ByteType(),
@@ -110,10 +120,12 @@ class _DecodeBatches:
         self.column, self.message, self.version = column, message, version
         self.version_column, self.into, self.errors, self.folders = version_column, into, errors, folders
 
+    chunk_bytes = 4 << 20
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         specs = _specs(self.folders)
         out_type = spark_arrow_type(_struct_type(specs, self.message, self.version, self.errors))
-        for batch in batches:
+        for batch in _slices(batches, self.column, self.chunk_bytes):
             bodies = batch.column(self.column)
             if self.version_column is None:
                 assert self.version is not None
@@ -156,6 +168,23 @@ class _DecodeBatches:
         batch = rows.to_batches()[0] if rows.num_rows else pa.RecordBatch.from_pylist([], schema=rows.schema)
         bad = np.concatenate(bads)[back] if bads else np.zeros(0, bool)
         return batch, (bad if self.errors == "null" else None)
+
+
+def _slices(batches: Iterator[pa.RecordBatch], column: str, nbytes: int) -> Iterator[pa.RecordBatch]:
+    """Each batch cut into runs of rows holding about ``nbytes`` of ``column``: the JVM turns
+    one decoded run into rows while this worker decodes the next, instead of waiting for the
+    whole batch (Spark sends up to 10,000 rows at a time)."""
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        sizes = pc.fill_null(pc.binary_length(batch.column(column)), 0).to_numpy()
+        ends = np.cumsum(sizes, dtype=np.int64)
+        cuts = np.searchsorted(ends, np.arange(nbytes, int(ends[-1]), nbytes), side="right")
+        start = 0
+        for stop in [*np.unique(cuts[cuts > 0]).tolist(), batch.num_rows]:
+            if stop > start:
+                yield batch.slice(start, stop - start)
+                start = stop
 
 
 def decode_column(
@@ -288,3 +317,6 @@ def decode_cluster_metadata(
 
     records = sorted(cluster_metadata_types(_specs(folders)).values())
     return _decode_topic(df, "__cluster_metadata", records, "key", value, folders)
+
+
+from .captures import CaptureSummary, capture_frames, decode_captures, decoded_frames  # noqa: E402

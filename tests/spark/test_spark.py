@@ -4,10 +4,6 @@ errors policy of ak.decode."""
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -17,25 +13,7 @@ import arrowkafka as ak
 from arrowkafka.spark import decode_column, spark_arrow_type, spark_type
 from tests.conftest import SHARED
 
-pyspark = pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore")]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers run the driver's Python
-    os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="ak-spark-numba-"))
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("arrowkafka-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
 
 
 def vector(name: str) -> bytes:
