@@ -56,14 +56,16 @@ def decode(
     )
 
 
-def encode(data: Any, name: str, version: int, *, threads: int = 1) -> pa.BinaryArray:
+def encode(data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto") -> pa.BinaryArray:
     """``load_specs().encode(...)``: see ``SpecSet.encode``."""
-    return default_specs().encode(data, name, version, threads=threads)
+    return default_specs().encode(data, name, version, threads=threads, kernel=kernel)
 
 
-def encoded_size(data: Any, name: str, version: int, *, threads: int = 1) -> pa.Int64Array:
+def encoded_size(
+    data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto"
+) -> pa.Int64Array:
     """``load_specs().encoded_size(...)``: see ``SpecSet.encoded_size``."""
-    return default_specs().encoded_size(data, name, version, threads=threads)
+    return default_specs().encoded_size(data, name, version, threads=threads, kernel=kernel)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

@@ -170,7 +170,9 @@ ApiVersionsRequest v0)
             kernel=kernel,
         )
 
-    def encode(self, data: Any, name: str, version: int, *, threads: int = 1) -> pa.BinaryArray:
+    def encode(
+        self, data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto"
+    ) -> pa.BinaryArray:
         """Encode rows into message bodies (no size prefix, no header), one per row.
 
         Parameters
@@ -184,6 +186,10 @@ ApiVersionsRequest v0)
             The message and the version to write.
         threads : int
             Encode contiguous ranges of rows on this many threads.
+        kernel : str
+            "auto" (default): the interpreter, then a kernel generated for the plan once the
+            plan has encoded enough bytes in this process; "interpreter"; or "specialised"
+            (compiled on first use, seconds, then cached on disk).
 
         Tagged fields equal to their default are left out, as Kafka does; unknown tags kept by
         the decoder are written back among the known ones in ascending order, so
@@ -200,14 +206,16 @@ ApiVersionsRequest v0)
         """
         from .encoder import encode_batch
 
-        return encode_batch(self, data, name, version, threads=threads)
+        return encode_batch(self, data, name, version, threads=threads, kernel=kernel)
 
-    def encoded_size(self, data: Any, name: str, version: int, *, threads: int = 1) -> pa.Int64Array:
+    def encoded_size(
+        self, data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto"
+    ) -> pa.Int64Array:
         """The size in bytes of each row's body under ``encode(data, name, version)``,
         computed without writing (Kafka's ``Message#size``); same checks as ``encode``."""
         from .encoder import encode_batch
 
-        return encode_batch(self, data, name, version, threads=threads, sizes_only=True)
+        return encode_batch(self, data, name, version, threads=threads, sizes_only=True, kernel=kernel)
 
     def request_header_version(self, api_key: int, api_version: int) -> int:
         """Request header version (0, 1 or 2) that frames ``api_key`` at ``api_version``."""

@@ -74,20 +74,21 @@ from .status import (  # noqa: F401  (re-exported: the decoder and generated ker
 @njit(inline="always")
 def _be(data, pos, nbytes):
     """Big-endian unsigned integer of 1, 2, 4 or 8 bytes at pos (caller checked the bounds)."""
+    p = np.uint64(pos)  # unsigned: no negative-index wraparound on each byte
     if nbytes == 4:
         return (
-            (np.uint64(data[pos]) << np.uint64(24))
-            | (np.uint64(data[pos + 1]) << np.uint64(16))
-            | (np.uint64(data[pos + 2]) << np.uint64(8))
-            | np.uint64(data[pos + 3])
+            (np.uint64(data[p]) << np.uint64(24))
+            | (np.uint64(data[p + np.uint64(1)]) << np.uint64(16))
+            | (np.uint64(data[p + np.uint64(2)]) << np.uint64(8))
+            | np.uint64(data[p + np.uint64(3)])
         )
     if nbytes == 2:
-        return (np.uint64(data[pos]) << np.uint64(8)) | np.uint64(data[pos + 1])
+        return (np.uint64(data[p]) << np.uint64(8)) | np.uint64(data[p + np.uint64(1)])
     if nbytes == 1:
-        return np.uint64(data[pos])
+        return np.uint64(data[p])
     v = np.uint64(0)
     for k in range(8):
-        v = (v << np.uint64(8)) | np.uint64(data[pos + k])
+        v = (v << np.uint64(8)) | np.uint64(data[p + np.uint64(k)])
     return v
 
 
@@ -198,14 +199,15 @@ def _nullable_len(data, pos, end, kind, wire_nullable):
 @njit(inline="always")
 def _put(a8, a16, a32, a64, byte_at, width, v):
     """Store the low ``width`` bytes of int64 ``v`` (little-endian) at byte offset byte_at."""
+    at = np.uint64(byte_at)
     if width == 1:
-        a8[byte_at] = np.uint8(v & 0xFF)
+        a8[at] = np.uint8(v & 0xFF)
     elif width == 2:
-        a16[byte_at >> 1] = np.int16(v)
+        a16[at >> np.uint64(1)] = np.int16(v)
     elif width == 4:
-        a32[byte_at >> 2] = np.int32(v)
+        a32[at >> np.uint64(2)] = np.int32(v)
     else:
-        a64[byte_at >> 3] = np.int64(v)
+        a64[at >> np.uint64(3)] = np.int64(v)
 
 
 @njit(cache=True, nogil=True)
@@ -268,13 +270,15 @@ def run(
         d1 = np.int64(0)
         d2 = np.int64(0)
         while True:
-            op = code[pc, 0]
-            node = code[pc, 1]
+            upc = np.uint64(pc)  # unsigned indices: no negative-index wraparound
+            op = code[upc, 0]
+            node = code[upc, 1]
+            un = np.uint64(node)  # (node is -1 in FIXED_RUN, which never indexes by it)
             err_pos = pos
             if op == FIXED_RUN:
-                r0 = code[pc, 2]
-                rn = code[pc, 3]
-                if end - pos < code[pc, 4]:  # find the field that does not fit
+                r0 = code[upc, 2]
+                rn = code[upc, 3]
+                if end - pos < code[upc, 4]:  # find the field that does not fit
                     for r in range(r0, r0 + rn):
                         if end - pos < runs[r, 2]:
                             err = E_TRUNCATED
@@ -288,26 +292,27 @@ def run(
                 if fill:
                     p = pos
                     for r in range(r0, r0 + rn):
-                        nd = runs[r, 0]
-                        kind = runs[r, 1]
-                        wb = runs[r, 2]
-                        w = runs[r, 3]
+                        ur = np.uint64(r)
+                        nd = np.uint64(runs[ur, 0])
+                        kind = runs[ur, 1]
+                        wb = runs[ur, 2]
+                        w = runs[ur, 3]
                         slot = counts[nd]
                         base = fixed_base[nd]
                         # the common shapes first, each a plain load and store
                         if kind <= 1 and wb == 4 and w == 4:
-                            a32[(base >> 2) + slot] = np.int32(np.uint32(_be(data, p, 4)))
+                            a32[np.uint64((base >> 2) + slot)] = np.int32(np.uint32(_be(data, p, 4)))
                         elif kind <= 1 and wb == 2 and w == 2:
-                            a16[(base >> 1) + slot] = np.int16(np.uint16(_be(data, p, 2)))
+                            a16[np.uint64((base >> 1) + slot)] = np.int16(np.uint16(_be(data, p, 2)))
                         elif kind <= 1 and wb == 8:
-                            a64[(base >> 3) + slot] = np.int64(_be(data, p, 8))
+                            a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
                         elif kind == 4:  # uuid
                             dst = base + slot * 16
                             a8[dst : dst + 16] = data[p : p + 16]
                         elif kind == 3:  # bool: any non-zero byte is true
-                            a8[base + slot] = 1 if data[p] != 0 else 0
+                            a8[np.uint64(base + slot)] = 1 if data[np.uint64(p)] != 0 else 0
                         elif kind == 2:  # float64, kept as its bits
-                            a64[(base >> 3) + slot] = np.int64(_be(data, p, 8))
+                            a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
                         else:  # int8, and narrower wire than output (KIP-625 fixed32 in int64)
                             raw = _be(data, p, wb)
                             v = _signed(raw, wb * 8) if kind == 0 else np.int64(raw)
@@ -316,39 +321,39 @@ def run(
                         p += wb
                 else:
                     for r in range(r0, r0 + rn):
-                        counts[runs[r, 0]] += 1
-                pos += code[pc, 4]
+                        counts[np.uint64(runs[np.uint64(r), 0])] += 1
+                pos += code[upc, 4]
                 pc += 1
             elif op == INT:  # KIP-625 varints: 2 zigzag, 3 unsigned
-                raw, pos, err = _uvarint(data, pos, end, code[pc, 3])
+                raw, pos, err = _uvarint(data, pos, end, code[upc, 3])
                 if err != OK:
                     break
-                if code[pc, 2] == 2:
+                if code[upc, 2] == 2:
                     v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
                 else:
-                    v = _signed(raw, code[pc, 3])
+                    v = _signed(raw, code[upc, 3])
                 if fill:
-                    w = code[pc, 4]
-                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, v)
-                counts[node] += 1
+                    w = code[upc, 4]
+                    _put(a8, a16, a32, a64, fixed_base[un] + counts[un] * w, w, v)
+                counts[un] += 1
                 pc += 1
             elif op == LIST_FIXED:
-                child = code[pc, 2]
-                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 3], code[pc, 4])
+                child = code[upc, 2]
+                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 3], code[upc, 4])
                 if err != OK:
                     d1 = n if err == E_NEGATIVE else 0
                     break
-                slot = counts[node]
-                if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + slot] = 0 if null else 1
-                eb = code[pc, 6]
+                slot = counts[un]
+                if fill and valid_base[un] >= 0:
+                    valid[np.uint64(valid_base[un] + slot)] = 0 if null else 1
+                eb = code[upc, 6]
                 if n * eb > end - pos:
                     err = E_FORGED_COUNT
                     d1 = n * eb
                     d2 = end - pos
                     break
                 if fill:
-                    ek = code[pc, 5]
+                    ek = code[upc, 5]
                     c0 = counts[child]
                     if ek == 4:  # uuid: 16 raw bytes each
                         dst = fixed_base[child] + c0 * 16
@@ -359,99 +364,100 @@ def run(
                         for k in range(n):
                             a8[dst + k] = 1 if data[pos + k] != 0 else 0
                     elif ek == 2 or eb == 8:
-                        dst = (fixed_base[child] >> 3) + c0
+                        dst = np.uint64((fixed_base[child] >> 3) + c0)
                         for k in range(n):
-                            a64[dst + k] = np.int64(_be(data, pos + k * 8, 8))
+                            a64[dst + np.uint64(k)] = np.int64(_be(data, pos + k * 8, 8))
                     elif eb == 4:
-                        dst = (fixed_base[child] >> 2) + c0
+                        dst = np.uint64((fixed_base[child] >> 2) + c0)
                         for k in range(n):
-                            a32[dst + k] = np.int32(_be(data, pos + k * 4, 4))
+                            a32[dst + np.uint64(k)] = np.int32(_be(data, pos + k * 4, 4))
                     elif eb == 2:
-                        dst = (fixed_base[child] >> 1) + c0
+                        dst = np.uint64((fixed_base[child] >> 1) + c0)
                         for k in range(n):
-                            a16[dst + k] = np.int16(_be(data, pos + k * 2, 2))
+                            a16[dst + np.uint64(k)] = np.int16(_be(data, pos + k * 2, 2))
                     else:
-                        dst = fixed_base[child] + c0
+                        dst = np.uint64(fixed_base[child] + c0)
                         for k in range(n):
-                            a8[dst + k] = data[pos + k]
-                    offs[off_base[node] + slot + 1] = np.int32(c0 + n)
+                            a8[dst + np.uint64(k)] = data[np.uint64(pos + k)]
+                    offs[np.uint64(off_base[un] + slot + 1)] = np.int32(c0 + n)
                 counts[child] += n
-                counts[node] += 1
+                counts[un] += 1
                 pos += n * eb
                 pc += 1
             elif op == STRUCT:
-                if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + counts[node]] = 1
-                counts[node] += 1
+                if fill and valid_base[un] >= 0:
+                    valid[np.uint64(valid_base[un] + counts[un])] = 1
+                counts[un] += 1
                 pc += 1
             elif op == VARBIN:
-                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
+                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
                     d1 = n if err == E_NEGATIVE else 0
                     break
-                slot = counts[node]
+                slot = counts[un]
                 if null:
-                    if fill and valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0
+                    if fill and valid_base[un] >= 0:
+                        valid[np.uint64(valid_base[un] + slot)] = 0
                 else:
                     if n > end - pos:
                         err = E_TRUNCATED
                         d1 = n
                         d2 = end - pos
                         break
-                    if not fill and code[pc, 4] != 0 and not _utf8_ok(data, pos, n):
+                    if not fill and code[upc, 4] != 0 and not _utf8_ok(data, pos, n):
                         err = E_UTF8
                         break
                     if fill:
-                        if valid_base[node] >= 0:
-                            valid[valid_base[node] + slot] = 1
-                        dst = data_base[node] + dcounts[node]
+                        if valid_base[un] >= 0:
+                            valid[np.uint64(valid_base[un] + slot)] = 1
+                        dst = data_base[un] + dcounts[un]
                         bytes_out[dst : dst + n] = data[pos : pos + n]
-                dcounts[node] += n
+                dcounts[un] += n
                 if fill:
-                    offs[off_base[node] + slot + 1] = np.int32(dcounts[node])
-                counts[node] += 1
+                    offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un])
+                counts[un] += 1
                 pos += n
                 pc += 1
             elif op == LIST:
-                n, pos, err, null = _nullable_len(data, pos, end, code[pc, 2], code[pc, 3])
+                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
                     d1 = n if err == E_NEGATIVE else 0
                     break
-                slot = counts[node]
+                slot = counts[un]
                 child = node + 1  # pre-order: a list's only child comes next
-                if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + slot] = 0 if null else 1
-                minsize = max(code[pc, 4], 1)
+                if fill and valid_base[un] >= 0:
+                    valid[np.uint64(valid_base[un] + slot)] = 0 if null else 1
+                minsize = max(code[upc, 4], 1)
                 if n * minsize > end - pos:
                     err = E_FORGED_COUNT
                     d1 = n
                     d2 = end - pos
                     break
                 if fill:
-                    offs[off_base[node] + slot + 1] = np.int32(counts[child] + n)
-                counts[node] += 1
+                    offs[np.uint64(off_base[un] + slot + 1)] = np.int32(counts[child] + n)
+                counts[un] += 1
                 if n > 0:
                     stack[sp, 0] = F_LIST
                     stack[sp, 1] = pc + 1
                     stack[sp, 2] = n
                     stack[sp, 3] = n
-                    stack[sp, 4] = code[pc, 5]
+                    stack[sp, 4] = code[upc, 5]
                     sp += 1
                     pc += 1
                 else:
-                    pc = code[pc, 5]
+                    pc = code[upc, 5]
             elif op == LIST_NEXT:
-                top = sp - 1
-                stack[top, 2] -= 1
-                if stack[top, 2] > 0:
+                top = np.uint64(sp - 1)
+                left = stack[top, 2] - 1
+                stack[top, 2] = left
+                if left > 0:
                     pc = stack[top, 1]
                 else:
                     pc = stack[top, 4]
                     sp -= 1
             elif op == NSTRUCT:
                 present = False
-                if code[pc, 2] == 0:
+                if code[upc, 2] == 0:
                     if end - pos < 1:
                         err = E_TRUNCATED
                         d1 = 1
@@ -475,31 +481,31 @@ def run(
                         err = E_MARKER
                         d1 = np.int64(mv)
                         break
-                if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + counts[node]] = 1 if present else 0
-                counts[node] += 1
+                if fill and valid_base[un] >= 0:
+                    valid[np.uint64(valid_base[un] + counts[un])] = 1 if present else 0
+                counts[un] += 1
                 if present:
                     pc += 1
                 else:
                     stack[sp, 0] = F_CALL
-                    stack[sp, 1] = code[pc, 3]
+                    stack[sp, 1] = code[upc, 3]
                     stack[sp, 2] = -1
                     stack[sp, 3] = end
                     sp += 1
-                    pc = code[pc, 4]
-            elif op == TAGS and code[pc, 6] != 0 and pos < end and data[pos] == 0:
+                    pc = code[upc, 4]
+            elif op == TAGS and code[upc, 6] != 0 and pos < end and data[pos] == 0:
                 # The common case: an empty tag section where no tag is known.
                 if fill:
-                    offs[off_base[node] + counts[node] + 1] = np.int32(counts[code[pc, 2]])
-                counts[node] += 1
+                    offs[np.uint64(off_base[un] + counts[un] + 1)] = np.int32(counts[code[upc, 2]])
+                counts[un] += 1
                 pos += 1
                 pc += 1
             elif op == TAGS or op == OPTBUF:
-                keynode = code[pc, 2]
-                valnode = code[pc, 3]
-                tstart = code[pc, 4]
-                tn = code[pc, 5]
-                pnode = code[pc, 7]
+                keynode = code[upc, 2]
+                valnode = code[upc, 3]
+                tstart = code[upc, 4]
+                tn = code[upc, 5]
+                pnode = code[upc, 7]
                 count = np.int64(-1)
                 if op == TAGS:
                     cv, pos, err = _uvarint(data, pos, end, 32)
@@ -566,19 +572,21 @@ def run(
                         counts[keynode] += 1
                         dcounts[valnode] += size
                         if fill:
-                            offs[off_base[valnode] + counts[valnode] + 1] = np.int32(dcounts[valnode])
+                            offs[np.uint64(off_base[valnode] + counts[valnode] + 1)] = np.int32(
+                                dcounts[valnode]
+                            )
                         counts[valnode] += 1
                     pos += size
                 if err != OK:
                     break
                 if fill:
-                    offs[off_base[node] + counts[node] + 1] = np.int32(counts[keynode])
-                counts[node] += 1
+                    offs[np.uint64(off_base[un] + counts[un] + 1)] = np.int32(counts[keynode])
+                counts[un] += 1
                 if pnode >= 0:
                     if fill:
-                        offs[off_base[pnode] + counts[pnode] + 1] = np.int32(counts[pnode + 1])
+                        offs[np.uint64(off_base[pnode] + counts[pnode] + 1)] = np.int32(counts[pnode + 1])
                     counts[pnode] += 1
-                if code[pc, 6] != 0:  # no known tags: no frame, nothing to look up
+                if code[upc, 6] != 0:  # no known tags: no frame, nothing to look up
                     pc += 1
                     continue
                 stack[sp, 0] = F_SECTION
@@ -588,7 +596,7 @@ def run(
                 sp += 1
                 pc += 1
             elif op == TAGGED:
-                want = np.int64(code[pc, 2])
+                want = np.int64(code[upc, 2])
                 top = sp - 1
                 p = stack[top, 1]
                 count = stack[top, 2]
@@ -626,10 +634,10 @@ def run(
                     stack[sp, 2] = fstart + fsize
                     pos = fstart
                     end = fstart + fsize
-                    pc = code[pc, 3]
+                    pc = code[upc, 3]
                 else:
                     stack[sp, 2] = -1
-                    pc = code[pc, 4]
+                    pc = code[upc, 4]
                 sp += 1
             elif op == SECTION_END:
                 sp -= 1
@@ -646,42 +654,42 @@ def run(
                 pc = stack[sp, 1]
             elif op == DEF_FIXED:
                 if fill:
-                    w = code[pc, 3]
-                    _put(a8, a16, a32, a64, fixed_base[node] + counts[node] * w, w, consts[code[pc, 2]])
-                counts[node] += 1
+                    w = code[upc, 3]
+                    _put(a8, a16, a32, a64, fixed_base[un] + counts[un] * w, w, consts[code[upc, 2]])
+                counts[un] += 1
                 pc += 1
             elif op == DEF_VARBIN:
-                slot = counts[node]
-                n = code[pc, 3]
+                slot = counts[un]
+                n = code[upc, 3]
                 if fill:
-                    if valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0 if code[pc, 4] != 0 else 1
-                    dst = data_base[node] + dcounts[node]
+                    if valid_base[un] >= 0:
+                        valid[np.uint64(valid_base[un] + slot)] = 0 if code[upc, 4] != 0 else 1
+                    dst = data_base[un] + dcounts[un]
                     for k in range(n):
-                        bytes_out[dst + k] = const_bytes[code[pc, 2] + k]
-                    offs[off_base[node] + slot + 1] = np.int32(dcounts[node] + n)
-                dcounts[node] += n
-                counts[node] += 1
+                        bytes_out[dst + k] = const_bytes[code[upc, 2] + k]
+                    offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un] + n)
+                dcounts[un] += n
+                counts[un] += 1
                 pc += 1
             elif op == DEF_UUID:
                 if fill:
-                    dst = fixed_base[node] + counts[node] * 16
+                    dst = fixed_base[un] + counts[un] * 16
                     for k in range(16):
-                        a8[dst + k] = const_bytes[code[pc, 2] + k]
-                counts[node] += 1
+                        a8[dst + k] = const_bytes[code[upc, 2] + k]
+                counts[un] += 1
                 pc += 1
             elif op == DEF_LIST or op == DEF_MAP:
-                slot = counts[node]
+                slot = counts[un]
                 if fill:
-                    if valid_base[node] >= 0:
-                        valid[valid_base[node] + slot] = 0 if code[pc, 2] != 0 else 1
-                    offs[off_base[node] + slot + 1] = np.int32(counts[node + 1])
-                counts[node] += 1
+                    if valid_base[un] >= 0:
+                        valid[np.uint64(valid_base[un] + slot)] = 0 if code[upc, 2] != 0 else 1
+                    offs[np.uint64(off_base[un] + slot + 1)] = np.int32(counts[node + 1])
+                counts[un] += 1
                 pc += 1
             elif op == DEF_STRUCT:
-                if fill and valid_base[node] >= 0:
-                    valid[valid_base[node] + counts[node]] = 0 if code[pc, 2] != 0 else 1
-                counts[node] += 1
+                if fill and valid_base[un] >= 0:
+                    valid[np.uint64(valid_base[un] + counts[un])] = 0 if code[upc, 2] != 0 else 1
+                counts[un] += 1
                 pc += 1
             else:  # END
                 if not defaults_only and pos != end:

@@ -1,9 +1,17 @@
-"""Batch decode throughput, one core and two."""
+"""Batch decode throughput, one core and two; and where one call's time goes (pass 1, buffer
+allocation, pass 2, assembly), for the interpreter and the kernel specialised to the plan."""
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
+
 import arrowkafka as ak
 from arrowkafka import reference as ref
+from arrowkafka.assemble import allocate, assemble
+from arrowkafka.decoder import _input, _Run, decode_batch
+from arrowkafka.plan import compile_plan
 
 from .data import WORKLOADS, batch, best_mb_per_s, body
 
@@ -31,3 +39,66 @@ class Decode:
         )
 
     track_mb_per_s.unit = "MB/s"  # type: ignore[attr-defined]
+
+
+class DecodeStages:
+    """Milliseconds of each stage of one call (best of several), one thread: the interpreter
+    against the kernel specialised to the plan (which compiles for seconds in setup)."""
+
+    params = (["metadata_v12", "metadata_v1"], ["interpreter", "specialised"])
+    param_names = ("workload", "kernel")
+    number = 1
+    repeat = 1
+    timeout = 600
+
+    def setup(self, workload: str, kernel: str) -> None:
+        _, message, version = WORKLOADS[workload]
+        self.bodies = batch(workload)
+        specs = ak.load_specs()
+        self.plan = compile_plan(specs[message], version)
+        warm = decode_batch(specs, self.bodies.slice(0, 2), message, version, kernel=kernel)
+        assert warm.to_pylist()[0] == ref.decode(specs[message], version, body(workload))
+        if kernel == "specialised":
+            from arrowkafka.codegen import specialised_kernel
+
+            self.fn = specialised_kernel(self.plan)
+        else:
+            from arrowkafka.kernels.decode import run
+
+            self.fn = run
+        self.stages = self._best(7)
+
+    def _best(self, repeat: int) -> dict[str, float]:
+        best: dict[str, float] = {}
+        nn = len(self.plan.nodes)
+        for _ in range(repeat):
+            t = [time.perf_counter()]
+            data, starts, ends = _input(self.bodies)
+            run = _Run(self.plan, data, starts, ends, False, self.fn)
+            counts, dcounts = np.zeros(nn, np.int64), np.zeros(nn, np.int64)
+            run.call(0, len(starts), False, counts, dcounts, None)
+            t.append(time.perf_counter())
+            bufs = allocate(self.plan, counts, dcounts)
+            t.append(time.perf_counter())
+            run.call(0, len(starts), True, np.zeros(nn, np.int64), np.zeros(nn, np.int64), bufs)
+            t.append(time.perf_counter())
+            assemble(self.plan, bufs, counts, dcounts, len(starts)).validate()
+            t.append(time.perf_counter())
+            for name, dt in zip(("pass1", "allocate", "pass2", "assemble"), np.diff(t), strict=True):
+                best[name] = min(best.get(name, float("inf")), dt * 1e3)
+        return best
+
+    def track_pass1_ms(self, workload: str, kernel: str) -> float:
+        return self.stages["pass1"]
+
+    def track_allocate_ms(self, workload: str, kernel: str) -> float:
+        return self.stages["allocate"]
+
+    def track_pass2_ms(self, workload: str, kernel: str) -> float:
+        return self.stages["pass2"]
+
+    def track_assemble_ms(self, workload: str, kernel: str) -> float:
+        return self.stages["assemble"]
+
+    track_pass1_ms.unit = track_allocate_ms.unit = "ms"  # type: ignore[attr-defined]
+    track_pass2_ms.unit = track_assemble_ms.unit = "ms"  # type: ignore[attr-defined]
