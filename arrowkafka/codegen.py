@@ -543,10 +543,15 @@ def specialised_kernel(plan: Plan) -> Any:
     digest = hashlib.sha256(_VERSION.encode() + helpers + source.encode()).hexdigest()[:20]
     if digest in _LOADED:
         return _LOADED[digest]
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     name = f"ak_{digest}"
-    path = folder / f"{name}.py"
+    _LOADED[digest] = load_generated(name, cache_dir() / f"{name}.py", source)
+    return _LOADED[digest]
+
+
+def load_generated(name: str, path: Path, source: str) -> Any:
+    """Write a generated kernel module to ``path`` (once) and import it from there, so Numba
+    caches it on disk like an installed module; its ``run``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
@@ -556,5 +561,4 @@ def specialised_kernel(plan: Plan) -> Any:
     module: ModuleType = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    _LOADED[digest] = module.run
     return module.run

@@ -27,15 +27,13 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .codegen import cache_dir
-from .plan import LIST, MAP, OPS, Node, Plan
+from .codegen import cache_dir, load_generated
+from .plan import OPS, Plan
 
 __all__ = ["encode_kernel_source", "specialised_encoder", "is_built", "mark_built"]
 
@@ -76,16 +74,10 @@ _ARENA = {1: "a8", 2: "a16", 4: "a32", 8: "a64"}
 
 
 def _owners(plan: Plan) -> list[int]:
-    """Per node, the node whose cursor is its slot (as ``encoder._owners``)."""
-    owner = [0] * len(plan.nodes)
+    """Per node, the node whose cursor is its slot (``encoder._owners``)."""
+    from .encoder import _owners as owners
 
-    def walk(node: Node, own: int) -> None:
-        owner[node.id] = own
-        for c in node.children:
-            walk(c, c.id if node.kind in (LIST, MAP) else own)
-
-    walk(plan.root, plan.root.id)
-    return owner
+    return [int(x) for x in owners(plan)]
 
 
 def _u(index: str) -> str:
@@ -442,23 +434,9 @@ def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
         elif name in _LOADED:
             fn = _LOADED[name]
         else:
-            fn = _LOADED[name] = _load(name, path, source)
+            fn = _LOADED[name] = load_generated(name, path, source)
         _BY_PLAN[key] = (plan, fn)  # (plans are cached for the process: the dict stays small)
         return fn
-
-
-def _load(name: str, path: Path, source: str) -> Any:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        tmp.replace(path)  # atomic: other processes never see half a file
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.run
 
 
 def _pure(name: str, path: Path, source: str) -> Any:
