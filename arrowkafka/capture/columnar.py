@@ -163,6 +163,8 @@ def _pcap_chunks(
         raise CaptureFormatError(0, "truncated pcap file header")
     snaplen, network = struct.unpack_from(order + "II", head, 16)
     limit = max(snaplen, MAX_RECORD)
+    if stats is not None:
+        stats.format = "pcap"
     rest = b""  # bytes of an unfinished record, carried to the next read
     at = 24  # file offset of rest[0]
     base = 0
@@ -182,6 +184,8 @@ def _pcap_chunks(
             incl = struct.unpack_from(order + "I", raw, pos + 8)[0]
             raise CaptureFormatError(at + pos, f"record length {incl} is implausible")
         if n:
+            if stats is not None:
+                stats.packets = base + n
             yield _Chunk(buf, rec_off[:n], caplen[:n], ts[:n], np.full(n, network & 0xFFFF, np.int64), base)
             base += n
         rest, at = raw[pos:], at + pos
@@ -191,8 +195,6 @@ def _pcap_chunks(
                 raise CaptureFormatError(at, f"truncated {what}: file ends {len(rest)} bytes into it")
             if stats is not None:
                 stats.truncated_bytes = len(rest)
-    if stats is not None:
-        stats.format, stats.packets = "pcap", base
 
 
 class _Segments(NamedTuple):
@@ -331,12 +333,14 @@ def capture_frame_chunks(
     try:
         start = f.tell()
         flows = _Flows(broker_ports, max_frame_size)
+        packets = 0
         for c in _chunks(f, None, strict, chunk_bytes):  # 1: the census
             seg = _segments(c, None)
             flows.census(seg, flows.ids(seg))
+            packets = c.base + len(c.rec_off)
         fast = flows.fast()
         f.seek(start)
-        yield from _frames(f, flows, fast, broker_ports, max_frame_size, strict, st, chunk_bytes)
+        yield from _frames(f, flows, fast, broker_ports, max_frame_size, strict, st, chunk_bytes, packets)
     finally:
         if owned:
             f.close()
@@ -380,9 +384,11 @@ def _frames(
     strict: bool,
     st: CaptureStats,
     chunk_bytes: int,
+    census_packets: int,
 ) -> Iterator[FrameArrays]:
     """Pass 2: per chunk, the frames of the fast directions (kernels) and of the others (the
-    Python layers, fed in capture order, alive across chunks)."""
+    Python layers, fed in capture order, alive across chunks). Only the packets the census saw:
+    a capture still being written may have grown since."""
     nflows = len(fast)
     pass2 = _Flows(broker_ports, max_frame_size)  # the census again, for its ``skip``
     conns: list[ConnKey] = []
@@ -401,6 +407,12 @@ def _frames(
     slow = _SlowPath(broker_ports, max_frame_size, st, conns, conn_id)
     packets = 0
     for c in _chunks(f, st, strict, chunk_bytes):
+        if c.base >= census_packets:
+            break
+        if c.base + len(c.rec_off) > census_packets:
+            n = census_packets - c.base
+            c = _Chunk(c.buf, c.rec_off[:n], c.caplen[:n], c.ts[:n], c.linktype[:n], c.base)
+            st.packets = census_packets
         seg = _segments(c, st.link)
         flow_of = pass2.ids(seg)
         skip = pass2.census(seg, flow_of)

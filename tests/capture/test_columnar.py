@@ -177,6 +177,33 @@ def test_clean_connections_take_the_kernels(packets: dict, monkeypatch: pytest.M
     assert slow and slow[0] > 0
 
 
+class _Growing(io.BytesIO):
+    """A capture still being written: more packets are there by the time it is read again."""
+
+    def __init__(self, first: bytes, more: bytes) -> None:
+        super().__init__(first)
+        self.more = more
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if self.more and (pos, whence) == (0, 0) and self.tell() == len(self.getbuffer()):
+            self.write(self.more)  # the writer appended while the first pass read to the end
+            self.more = b""
+        return super().seek(pos, whence)
+
+
+def test_a_capture_that_grows_between_the_passes(packets: dict) -> None:
+    """The frames pass stops at the packets the census saw."""
+    pk = packets["tansu_confluent.pcap"]
+    half = write_pcap(pk[: len(pk) // 2])
+    rest = write_pcap(pk[len(pk) // 2 :])[24:]  # records only, no file header
+    want_frames, _, want = _columnar(half, CHUNK_BYTES)
+    stats = CaptureStats()
+    a = capture_frame_arrays(_Growing(half, rest), broker_ports=PORTS, stats=stats)
+    got = sorted(a.data[o : o + n].tobytes() for o, n in zip(a.off.tolist(), a.size.tolist(), strict=True))
+    assert got == sorted(body for frames in want_frames.values() for _, _, body in frames)
+    assert (stats.packets, stats.format) == (want.packets, "pcap") == (len(pk) // 2, "pcap")
+
+
 def _old_table(path: Path) -> tuple[pa.Table, pa.Table, Summary]:
     summary, rejects = Summary(), []
     groups = group_frames([path], ak.load_specs(), summary=summary, rejects=rejects)
