@@ -283,10 +283,14 @@ def frames_table(
         bad.append(rejects)
     table = pa.concat_tables(parts) if parts else FRAMES_SCHEMA.empty_table()
     if len(parts) > 1:  # chunks are grouped each: group the whole, keeping frame order
-        key = [np.unique(table.column(c).to_numpy(zero_copy_only=False).astype(str), return_inverse=True)[1]
-               for c in ("_version", "_message", "_direction")]  # fmt: skip
-        key[0] = table.column("_version").to_numpy()
-        table = table.take(np.lexsort(key))
+
+        def codes(name: str) -> np.ndarray:  # rank of each row's string among the column's
+            values = table.column(name).to_numpy(zero_copy_only=False).astype(str)
+            return np.unique(values, return_inverse=True)[1].ravel()
+
+        table = table.take(
+            np.lexsort((table.column("_version").to_numpy(), codes("_message"), codes("_direction")))
+        )
     return table, pa.concat_tables(bad) if bad else REJECT_SCHEMA.empty_table()
 
 
@@ -595,14 +599,15 @@ def _tags_column(rows: np.ndarray, tags: dict[int, list[tuple[int, bytes]]]) -> 
     )
 
 
-_TABLES: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+# by id, with the SpecSet itself held so that its id cannot be reused by another
+_TABLES: dict[int, tuple[SpecSet, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
 
 
 def _header_tables(specs: SpecSet) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Per (api key, version): the request header version (-1 where the specs have no such
     request) and the response header version; and the request and response names by key."""
     if id(specs) in _TABLES:
-        return _TABLES[id(specs)]
+        return _TABLES[id(specs)][1:]
     apis = [s for s in specs.values() if s.api_key is not None and s.type in ("request", "response")]
     keys = max((s.api_key for s in apis if s.api_key is not None), default=0) + 1
     # versions past 255 (open-ended user specs) are left to the Python header parsers
@@ -620,7 +625,7 @@ def _header_tables(specs: SpecSet) -> tuple[np.ndarray, np.ndarray, tuple[np.nda
             names[1][s.api_key] = s.name
             for v in range(s.valid_versions.lo, min(s.valid_versions.hi + 1, versions)):
                 resp[s.api_key, v] = specs.response_header_version(s.api_key, v)
-    _TABLES[id(specs)] = (req, resp, names)
+    _TABLES[id(specs)] = (specs, req, resp, names)
     return req, resp, names
 
 
