@@ -12,7 +12,6 @@ capture issue's work.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .capture import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
+from .capture import CaptureStats, ConnKey, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
 from .capture.columnar import CHUNK_BYTES, FrameArrays, capture_frame_chunks
 from .errors import DecodeError
 from .framing import parse_request, parse_response
 from .kernels import capture as kc
-from .kernels.tiers import PURE_BUDGET
+from .kernels.tiers import expect
 from .schema import unknown_tags_type
 from .specset import SpecSet
 
@@ -153,6 +152,14 @@ def _ip(ip: bytes) -> str:
     return ".".join(str(b) for b in ip) if len(ip) == 4 else f"[{ip.hex(':', 2)}]"
 
 
+def _ends(conn: ConnKey) -> dict[str, str]:
+    """The client and broker columns of a _rejects row for a connection."""
+    return {
+        "client": _addr(conn.client_ip, conn.client_port),
+        "broker": _addr(conn.server_ip, conn.server_port),
+    }
+
+
 def _reject(
     summary: Summary,
     rejects: list[dict[str, Any]],
@@ -188,10 +195,8 @@ def group_frames(
         )
 
     def item_reject(capture: str, item: Any, error: str, reason: str, raw: bytes, **where: Any) -> None:
-        conn = item.conn
-        _reject(summary, rejects, capture, error, reason, raw, client=_addr(conn.client_ip, conn.client_port),
-               broker=_addr(conn.server_ip, conn.server_port), direction=item.direction,
-               ts=getattr(item, "ts_first_ns", None), **where)  # fmt: skip
+        _reject(summary, rejects, capture, error, reason, raw, **_ends(item.conn), direction=item.direction,
+                ts=getattr(item, "ts_first_ns", None), **where)  # fmt: skip
 
     for capture in captures:
         name = str(capture)
@@ -354,23 +359,18 @@ class _Headers:
 
     def reject(self, a: FrameArrays, i: int, error: str, reason: str, raw: bytes, **where: Any) -> None:
         """A frame of ``a`` to _rejects."""
-        conn = a.conns[int(a.conn[i])]
-        _reject(self.summary, self.rejects, self.capture, error, reason, raw,
-                client=_addr(conn.client_ip, conn.client_port),
-                broker=_addr(conn.server_ip, conn.server_port),
-                direction="request" if a.request[i] else "response", ts=int(a.ts_first[i]),
-                **where)  # fmt: skip
+        ends, direction = _ends(a.conns[int(a.conn[i])]), "request" if a.request[i] else "response"
+        _reject(self.summary, self.rejects, self.capture, error, reason, raw, **ends, direction=direction,
+                ts=int(a.ts_first[i]), **where)  # fmt: skip
 
     def table(self, a: FrameArrays) -> pa.Table:
         summary = self.summary
         for _, item in sorted(a.others, key=lambda x: x[0]):
             if isinstance(item, PartialFrame | SkippedBytes):
                 summary.frames_in += 1
-                conn = item.conn
                 reason = getattr(item, "reason", "partial frame")
                 _reject(summary, self.rejects, self.capture, "Partial", reason, bytes(item.data),
-                        client=_addr(conn.client_ip, conn.client_port),
-                        broker=_addr(conn.server_ip, conn.server_port), direction=item.direction,
+                        **_ends(item.conn), direction=item.direction,
                         ts=getattr(item, "ts_first_ns", None))  # fmt: skip
         at = np.argsort(a.order, kind="stable")
         summary.frames_in += len(at)
@@ -379,12 +379,10 @@ class _Headers:
         n = len(a.off)
         key, ver, corr = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         cid_off, cid_len, body = np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64)
-        status = np.zeros(n, np.int64)
         ok = np.zeros(n, np.bool_)
         rk, rv, rc, ro, rl, rb, rs = (np.zeros(len(req), np.int64) for _ in range(7))
         kc.request_headers(a.data, a.off[req], a.size[req], self.request_hv, rk, rv, rc, ro, rl, rb, rs)
         key[req], ver[req], corr[req], cid_off[req], cid_len[req], body[req] = rk, rv, rc, ro, rl, rb
-        status[req] = rs
         ok[req] = rs == kc.H_OK
         client_ids: dict[int, str | None] = {}
         tags: dict[int, list[tuple[int, bytes]]] = {}
@@ -638,9 +636,7 @@ def decode_frames(
     summary = Summary() if summary is None else summary
     rejects: list[dict[str, Any]] = []
     tables: dict[str, list[pa.Table]] = defaultdict(list)
-    if frames.column("_body").nbytes > PURE_BUDGET:
-        # many small batches of a big job: the compiled kernel from the first (see kernels.tiers)
-        importlib.import_module("arrowkafka.kernels.decode")
+    expect(frames.column("_body").nbytes)  # many small batches of one big job
     work = []
     if len(frames):
         # groups in (message, version) order, rows in frame order within each: one sort,

@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PURE_BUDGET", "kernel_run"]
+__all__ = ["PURE_BUDGET", "expect", "kernel_run"]
 
 PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
 
@@ -42,6 +42,13 @@ def _pure_module(name: str) -> types.ModuleType:
         exec(compile(source, str(path), "exec"), module.__dict__)
         _pure[name] = module
     return _pure[name]
+
+
+def expect(nbytes: int, kernel: str = "decode") -> None:
+    """Say that ``nbytes`` of work are coming, perhaps in many small calls: past the budget,
+    the compiled kernel from the first call on (small calls alone would each stay plain)."""
+    if _spent + nbytes > PURE_BUDGET:
+        importlib.import_module(f"{__package__}.{kernel}")
 
 
 def kernel_run(nbytes: int, kernel: str = "decode") -> Any:

@@ -518,7 +518,6 @@ class _SlowPath:
         out.extend(b"".join(data), rows)
 
     def feed(self, out: FrameArrays, seg: _Segments, segs: np.ndarray, base: int) -> None:
-        raw = seg.buf.tobytes() if len(segs) else b""
         items: list[tuple[int, FrameItem]] = []
         addr = seg.addr
         for i in segs.tolist():
@@ -526,9 +525,9 @@ class _SlowPath:
             a = int(seg.pay_off[i])
             sport = (int(addr[i, 33]) << 8) | int(addr[i, 34])
             dport = (int(addr[i, 35]) << 8) | int(addr[i, 36])
+            payload = seg.buf[a : a + int(seg.pay_len[i])].tobytes()
             s = Segment(int(seg.ts[i]), addr[i, 0:ip].tobytes(), sport, addr[i, 16 : 16 + ip].tobytes(),
-                        dport, int(seg.seq[i]), int(seg.flags[i]), raw[a : a + int(seg.pay_len[i])],
-                        int(seg.wire_len[i]))  # fmt: skip
+                        dport, int(seg.seq[i]), int(seg.flags[i]), payload, int(seg.wire_len[i]))  # fmt: skip
             for ev in self.reasm.add(s):
                 items += [(base + i, item) for item in self.framer.feed(ev)]
         self._emit(out, items)
@@ -559,16 +558,14 @@ def _python_packets(
     are appended to the buffer, which is returned."""
     extra: list[bytes] = []
     at = len(buf)
-    stats = PacketStats()
     for i in np.flatnonzero(kind == k.K_PYTHON).tolist():
+        stats = PacketStats()  # one packet's outcome
         a, m = int(rec_off[i]), int(caplen[i])
         seg = parse_packet(Packet(int(ts[i]), int(linktype[i]), buf[a : a + m].tobytes(), 0), stats)
         if seg is None:
-            outcome = next(name for name, v in stats.as_dict().items() if v)
-            kind[i] = next(code for code, name in _KIND_STAT.items() if name == outcome)
-            stats = PacketStats()
+            counts = stats.as_dict()
+            kind[i] = next(code for code, name in _KIND_STAT.items() if counts[name])
             continue
-        stats = PacketStats()
         kind[i] = k.K_TCP
         ip = len(seg.src)
         addr[i, 0:ip] = np.frombuffer(seg.src, np.uint8)
