@@ -48,7 +48,7 @@ def decode(
     errors: str = "raise",
     all_versions: bool = False,
     threads: int = 1,
-    kernel: str = "interpreter",
+    kernel: str = "auto",
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """``load_specs().decode(...)``: see ``SpecSet.decode``."""
     return default_specs().decode(

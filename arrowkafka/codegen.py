@@ -25,7 +25,7 @@ from typing import Any
 
 from .plan import OPS, Plan
 
-__all__ = ["kernel_source", "specialised_kernel", "cache_dir"]
+__all__ = ["kernel_source", "module_for", "specialised_kernel", "cache_dir"]
 
 _VERSION = "8"  # bump when the generated code changes shape
 
@@ -531,31 +531,47 @@ def cache_dir() -> Path:
 
 
 _LOADED: dict[str, Any] = {}
+_BY_PLAN: dict[int, tuple[Plan, tuple[str, Path, str]]] = {}
 
 
-def specialised_kernel(plan: Plan) -> Any:
-    """The ``run`` function of ``plan``'s specialised kernel, generated and imported once."""
+def module_for(plan: Plan) -> tuple[str, Path, str]:
+    """(module name, path, source) of ``plan``'s specialised kernel, generated once per plan."""
+    hit = _BY_PLAN.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
     source = kernel_source(plan)
     # Numba's cache of the generated module does not see changes to the helpers it takes from
     # kernels/decode.py, so their source is part of the module's name.
     origin = importlib.util.find_spec(f"{__package__}.kernels.decode").origin  # type: ignore[union-attr]
     helpers = Path(str(origin)).read_bytes()
     digest = hashlib.sha256(_VERSION.encode() + helpers + source.encode()).hexdigest()[:20]
-    if digest in _LOADED:
-        return _LOADED[digest]
     name = f"ak_{digest}"
-    _LOADED[digest] = load_generated(name, cache_dir() / f"{name}.py", source)
-    return _LOADED[digest]
+    _BY_PLAN[id(plan)] = (plan, (name, cache_dir() / f"{name}.py", source))  # plans live as long
+    return _BY_PLAN[id(plan)][1]
 
 
-def load_generated(name: str, path: Path, source: str) -> Any:
-    """Write a generated kernel module to ``path`` (once) and import it from there, so Numba
-    caches it on disk like an installed module; its ``run``."""
+def specialised_kernel(plan: Plan) -> Any:
+    """The ``run`` function of ``plan``'s specialised kernel, generated and imported once."""
+    name, path, source = module_for(plan)
+    if name not in _LOADED:
+        write_generated(path, source)
+        _LOADED[name] = load_generated(name, path)
+    return _LOADED[name]
+
+
+def write_generated(path: Path, source: str) -> None:
+    """Write a generated kernel module to ``path``, once: rewriting it would change its
+    timestamp, and Numba would take its cache for stale."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
         tmp.replace(path)  # atomic: other processes never see half a file
+
+
+def load_generated(name: str, path: Path) -> Any:
+    """Import the generated kernel module at ``path``, so Numba caches it on disk like an
+    installed module; its ``run``."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from . import specialise
 from .arrays import binary_array, int64_array, string_array
 from .assemble import BatchTooLarge, Buffers, allocate, assemble
 from .errors import Corrupt, DecodeError, Truncated
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["decode_batch", "as_bodies"]
 
 ERRORS = ("raise", "null")
-KERNELS = ("interpreter", "specialised")
+KERNELS = ("auto", "interpreter", "specialised")
 
 # kernel error code -> (exception class, reason template)
 _REASONS: dict[int, tuple[type[DecodeError], str]] = {
@@ -125,43 +126,67 @@ class _Run:
         starts: np.ndarray,
         ends: np.ndarray,
         null_mode: bool,
-        fn: Any = None,
     ):
         self.plan, self.data, self.starts, self.ends, self.null_mode = plan, data, starts, ends, null_mode
-        # the interpreter (compiled, or plain Python for a process's first few kilobytes),
-        # or a kernel specialised to the plan
-        self.fn = fn or kernel_run(int(ends.sum() - starts.sum()))
+        self.fn: Any = None
         n = len(starts)
         self.bad = np.zeros(n, np.uint8)
         self.reject_code = np.zeros(n, np.int32)
         self.reject_offset = np.zeros(n, np.int64)
         self.reject_pc = np.zeros(n, np.int32)
 
-    def call(
-        self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
-    ) -> None:
+    def use(self, kernel: str) -> None:
+        """Pick the kernel: the interpreter (compiled, or plain Python for a process's first few
+        kilobytes), or the one generated for the plan (at once, or under "auto" once ready)."""
+        nbytes = int(self.ends.sum() - self.starts.sum())
+        if kernel == "specialised":
+            from .codegen import specialised_kernel
+
+            self.fn = specialised_kernel(self.plan)
+        elif kernel == "auto":
+            self.fn = specialise.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
+        self.fn = self.fn or kernel_run(nbytes)
+
+    def args(
+        self,
+        first: int,
+        last: int,
+        fill: bool,
+        counts: np.ndarray | None,
+        dcounts: np.ndarray | None,
+        bufs: Buffers | None = None,
+    ) -> tuple[Any, ...]:
+        """A kernel call's arguments (``bufs=None``: pass 1, or a call that decodes nothing)."""
         p = self.plan
-        out = np.zeros(status.STATUS_SIZE, np.int64)
+        nn = len(p.nodes)
+        if counts is None or dcounts is None:
+            counts = dcounts = np.zeros(nn, np.int64)
         if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
-            nn = len(p.nodes)
             z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
             bases = (z64, z64, z64, np.full(nn, -1, np.int64))
             arenas = (z8, z8.view(np.int16), z8.view(np.int32), z8.view(np.int64), z32, z8, z8)
         else:
             bases = (bufs.fixed_base, bufs.off_base, bufs.data_base, bufs.valid_base)
             arenas = (*bufs.views(), bufs.offs, bufs.bytes_out, bufs.valid)
-        err = self.fn(
+        return (
             p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
             counts, dcounts, *bases, *arenas,
-            out, self.reject_code, self.reject_offset, self.reject_pc,
+            np.zeros(status.STATUS_SIZE, np.int64), self.reject_code, self.reject_offset, self.reject_pc,
         )  # fmt: skip
+
+    def call(
+        self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
+    ) -> None:
+        args = self.args(first, last, fill, counts, dcounts, bufs)
+        err = self.fn(*args)
         if err:
+            out = args[-4]
             i = int(out[1])
             idx = [int(x) for x in out[7 : 7 + int(out[6])]]
             size = int(self.ends[i] - self.starts[i])
             pc, d1, d2, run_row = int(out[3]), int(out[4]), int(out[5]), int(out[15])
-            raise _error(p, err, i, int(out[2]), pc, d1, d2, idx, size, run_row)
+            raise _error(self.plan, err, i, int(out[2]), pc, d1, d2, idx, size, run_row)
 
 
 def decode_batch(
@@ -173,7 +198,7 @@ def decode_batch(
     errors: str = "raise",
     all_versions: bool = False,
     threads: int = 1,
-    kernel: str = "interpreter",
+    kernel: str = "auto",
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """See ``arrowkafka.decode``."""
     if errors not in ERRORS:
@@ -181,15 +206,11 @@ def decode_batch(
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     plan = compile_plan(specs[name], version, all_versions)
-    fn = None
-    if kernel == "specialised":
-        from .codegen import specialised_kernel
-
-        fn = specialised_kernel(plan)
     array = as_bodies(bodies)
     data, starts, ends = _input(array)
     rows = len(starts)
-    run = _Run(plan, data, starts, ends, errors == "null", fn)
+    run = _Run(plan, data, starts, ends, errors == "null")
+    run.use(kernel)
     if array.null_count:
         nulls = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         if errors == "raise":
@@ -263,6 +284,7 @@ def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
         else:
             one = _Run(plan, np.frombuffer(body + b"\0", np.uint8), np.zeros(1, np.int64),
                        np.array([len(body)], np.int64), False)  # fmt: skip
+            one.fn = run.fn
             try:
                 one.call(
                     0,

@@ -32,10 +32,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .codegen import cache_dir, load_generated
+from .codegen import cache_dir, load_generated, write_generated
 from .plan import OPS, Plan
 
-__all__ = ["encode_kernel_source", "specialised_encoder", "is_built", "mark_built"]
+__all__ = ["encode_kernel_source", "module_for", "specialised_encoder"]
 
 _VERSION = "1"  # bump when the generated code changes shape
 
@@ -384,7 +384,8 @@ def encode_kernel_source(plan: Plan) -> str:
 
 
 _LOADED: dict[str, Any] = {}
-_BY_PLAN: dict[tuple[bool, int], tuple[Plan, Any]] = {}
+_PURE: dict[str, Any] = {}
+_BY_PLAN: dict[int, tuple[Plan, tuple[str, Path, str]]] = {}
 _LOCK = threading.Lock()
 
 
@@ -398,24 +399,19 @@ def _salt() -> str:
     return f"{_VERSION} {importlib.metadata.version('numba')} {hashlib.sha256(helpers).hexdigest()}"
 
 
-def _module_path(plan: Plan) -> tuple[str, Path, str]:
+def module_for(plan: Plan) -> tuple[str, Path, str]:
+    """(module name, path, source) of ``plan``'s specialised encode kernel, generated once per
+    plan."""
+    with _LOCK:
+        hit = _BY_PLAN.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
     source = encode_kernel_source(plan)
     digest = hashlib.sha256((_salt() + source).encode()).hexdigest()[:20]
     name = f"ak_enc_{digest}"
-    return name, cache_dir() / f"{name}.py", source
-
-
-def is_built(plan: Plan) -> bool:
-    """Has a process on this machine compiled ``plan``'s kernel (so loading it is cheap)?"""
-    _, path, _ = _module_path(plan)
-    return path.with_suffix(".built").exists()
-
-
-def mark_built(plan: Plan) -> None:
-    """Note that ``plan``'s kernel is compiled and in Numba's cache."""
-    _, path, _ = _module_path(plan)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".built").touch()
+    with _LOCK:
+        _BY_PLAN[id(plan)] = (plan, (name, cache_dir() / f"{name}.py", source))  # plans live as long
+    return _BY_PLAN[id(plan)][1]
 
 
 def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
@@ -423,20 +419,16 @@ def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
     per process (its first call compiles it, or loads it from Numba's cache). ``jit=False``:
     the same source run as plain Python (what ``NUMBA_DISABLE_JIT=1`` gives; the tests use
     it to cover every plan without compiling each)."""
-    key = (jit, id(plan))
+    name, path, source = module_for(plan)
     with _LOCK:
-        hit = _BY_PLAN.get(key)
-        if hit is not None and hit[0] is plan:
-            return hit[1]
-        name, path, source = _module_path(plan)
         if not jit:
-            fn = _pure(name, path, source)
-        elif name in _LOADED:
-            fn = _LOADED[name]
-        else:
-            fn = _LOADED[name] = load_generated(name, path, source)
-        _BY_PLAN[key] = (plan, fn)  # (plans are cached for the process: the dict stays small)
-        return fn
+            if name not in _PURE:
+                _PURE[name] = _pure(name, path, source)
+            return _PURE[name]
+        if name not in _LOADED:
+            write_generated(path, source)
+            _LOADED[name] = load_generated(name, path)
+        return _LOADED[name]
 
 
 def _pure(name: str, path: Path, source: str) -> Any:

@@ -7,9 +7,10 @@ version lacks checked against their defaults; tagged-field presence; unknown tag
 checked) -> pass 1 (check and size every message) -> allocate the output once, offsets the
 running sum -> pass 2 (write) -> ``pa.Array.from_buffers``.
 
-The passes run the interpreter, or (``kernel="auto"`` once a plan has encoded enough, or
-``kernel="specialised"``) the kernel generated for the plan (``encode_codegen``), which checks
-nothing: where some value could fail a check, pass 1 is the interpreter's.
+The passes run the interpreter, or (``kernel="auto"`` once a plan has encoded enough and its
+kernel is compiled, see ``specialise``; or ``kernel="specialised"``) the kernel generated for
+the plan (``encode_codegen``), which checks nothing: where some value could fail a check,
+pass 1 is the interpreter's.
 
 Input: the schema of ``arrow_schema(name, version)``, of ``arrow_schema(name)`` (all
 versions), or of another version of the message. Columns the target version lacks must hold
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import uuid
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import specialise
 from .decoder import each_range
 from .errors import EncodeError
 from .kernels import status
@@ -566,91 +567,26 @@ def _kernel_error(plan: Plan, out: np.ndarray) -> EncodeError:
 
 KERNELS = ("auto", "interpreter", "specialised")
 
-# kernel="auto": the interpreter (on the plain-Python tier for a process's first kilobytes,
-# see kernels/tiers.py) until this process has encoded SPECIALISE_AFTER bytes of input with one
-# plan: a bulk job. Then the plan's specialised kernel, compiled there and then (3-8 s, once per
-# machine: Numba caches it), for good. Where a process on this machine compiled it before,
-# loading it costs a few hundred milliseconds, so LOAD_AFTER is enough. (Metadata v12, one core:
-# the interpreter writes about 300-400 MB/s, the specialised kernel about 2 GB/s.)
-SPECIALISE_AFTER = 128 << 20
-LOAD_AFTER = 16 << 20
 
-
-@dataclass
-class _Tier:
-    """A plan's way through the tiers, per process."""
-
-    spent: int = 0  # bytes of input encoded with the interpreter
-    built_checked: bool = False  # whether the on-disk marker was looked at
-    fast: Any = None  # the specialised kernel, once in use
-    failed: bool = False  # it did not compile: stay on the interpreter
-
-
-_TIERS: dict[Plan, _Tier] = {}
-
-
-def _specialised(plan: Plan) -> Any:
-    from .encode_codegen import specialised_encoder
-
-    return specialised_encoder(plan)
-
-
-def _auto(plan: Plan, nbytes: int) -> Any | None:
-    """The specialised kernel if ``kernel="auto"`` should use it for this batch, else None."""
-    tier = _TIERS.setdefault(plan, _Tier())
-    if tier.fast is not None or tier.failed:
-        return tier.fast
-    tier.spent += nbytes
-    if tier.spent < LOAD_AFTER:
-        return None
-    if tier.spent < SPECIALISE_AFTER:
-        if tier.built_checked:
-            return None
-        from .encode_codegen import is_built
-
-        tier.built_checked = True
-        if not is_built(plan):
-            return None
-    return _specialised(plan)
-
-
-def _kernels(plan: Plan, kernel: str, nbytes: int, may_fail: Callable[[], bool]) -> tuple[Any, Any, bool]:
-    """The kernels for pass 1 and pass 2, and whether the second is a specialised one that
-    ``kernel="auto"`` has just picked (to compile before use). A specialised kernel checks
-    nothing, so where a value could fail a check, pass 1 is the interpreter's (which names the
-    first failure)."""
+def _kernels(
+    plan: Plan, kernel: str, nbytes: int, may_fail: Callable[[], bool], example: Callable[[], tuple[Any, ...]]
+) -> tuple[Any, Any]:
+    """The kernels for pass 1 and pass 2. ``kernel="auto"``: the interpreter until the plan's
+    generated kernel is ready (see ``specialise``). A generated kernel checks nothing, so where
+    a value could fail a check, pass 1 is the interpreter's (which names the first failure)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     fast = None
     if kernel == "specialised":
-        fast = _specialised(plan)
+        from .encode_codegen import specialised_encoder
+
+        fast = specialised_encoder(plan)
     elif kernel == "auto":
-        fast = _auto(plan, nbytes)
+        fast = specialise.auto("encode", plan, nbytes, example)
     if fast is None:
         fn = kernel_run(nbytes, "encode")
-        return fn, fn, False
-    first = kernel == "auto" and _TIERS[plan].fast is None
-    return (kernel_run(nbytes, "encode") if may_fail() else fast), fast, first
-
-
-def _compiled(plan: Plan, fast: Any, args: tuple[Any, ...]) -> bool:
-    """Compile (or load) ``plan``'s specialised kernel for these arguments with a call that
-    encodes no rows. Under ``kernel="auto"`` a failure leaves the plan on the interpreter."""
-    from .encode_codegen import is_built, mark_built
-
-    tier = _TIERS.setdefault(plan, _Tier())
-    try:
-        fast(*args)
-    except Exception as e:  # a bug in the generated source: keep encoding, but say so
-        warnings.warn(
-            f"{plan.name} v{plan.version}: specialised encode kernel failed to compile: {e}", stacklevel=3
-        )
-        tier.failed, tier.fast = True, None
-        return False
-    tier.fast = fast
-    if not is_built(plan):
-        mark_built(plan)
-    return True
+        return fn, fn
+    return (kernel_run(nbytes, "encode") if may_fail() else fast), fast
 
 
 def encode_batch(
@@ -665,7 +601,7 @@ def encode_batch(
 ) -> pa.Array:
     """See ``arrowkafka.encode`` and ``arrowkafka.encoded_size``. ``kernel``: "interpreter",
     "specialised" (generated for this plan, compiled on first use) or "auto" (the interpreter,
-    then the specialised kernel once the plan has encoded enough: see ``SPECIALISE_AFTER``)."""
+    then the specialised kernel once the plan has encoded enough: see ``specialise``)."""
     spec = specs[name]
     plan = compile_plan(spec, version)
     struct = _as_struct(data)
@@ -688,7 +624,6 @@ def encode_batch(
 
     checks = _run_checks(plan, inputs)
     may_fail = functools.partial(_may_fail, plan, inputs, checks, flat.pieces)
-    sizer, writer, fresh = _kernels(plan, kernel, inputs.nbytes, may_fail)
 
     def args(
         first: int, last: int, fill: bool, out: np.ndarray, starts: np.ndarray, k: int
@@ -705,8 +640,7 @@ def encode_batch(
             raise _kernel_error(plan, a[-1])
 
     zeros = np.zeros(rows + 1, np.int64)
-    if fresh and not _compiled(plan, writer, args(0, 0, False, stub, zeros, 0)):
-        sizer = writer = kernel_run(inputs.nbytes, "encode")
+    sizer, writer = _kernels(plan, kernel, inputs.nbytes, may_fail, lambda: args(0, 0, True, stub, zeros, 0))
     each_range(lambda k: call(k, False, stub, zeros), threads)
     if sizes_only:
         return pa.array(sizes, pa.int64())

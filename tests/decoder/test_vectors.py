@@ -89,6 +89,7 @@ def test_every_truncation_is_truncated(sidecar: Path) -> None:
     data = np.frombuffer(body, np.uint8)
     ends = np.arange(len(body), dtype=np.int64)  # prefixes of 0 .. len-1 bytes
     run = _Run(plan, data, np.zeros(len(body), np.int64), ends, null_mode=True)
+    run.use("interpreter")
     nn = len(plan.nodes)
     run.call(0, len(body), False, np.zeros(nn, np.int64), np.zeros(nn, np.int64), None)
     assert run.bad.all()

@@ -1,14 +1,12 @@
 """Encode kernels generated per plan (``arrowkafka.encode_codegen``): compiled by Numba for a
 few plans that between them use every instruction, they write the reference encoder's bytes
-(the interpreter's too) and give its errors; ``kernel="auto"`` moves a plan to its kernel once
-the process has encoded enough with it, at once where this machine compiled it before, and
-a first small encode stays on the plain-Python tier."""
+(the interpreter's too) and give its errors, and a first small encode stays on the plain-Python
+tier. (How ``kernel="auto"`` moves a plan to its kernel: tests/kernels/test_auto_tier.py.)"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrowkafka as ak
-from arrowkafka import encode_codegen, encoder
+from arrowkafka import encode_codegen
 from arrowkafka import reference as ref
 from arrowkafka.encoder import encode_batch, uuids_as_bytes
 from arrowkafka.plan import compile_plan
@@ -111,96 +109,9 @@ def test_compiled_kernel_errors_are_the_interpreters() -> None:
 def test_each_plan_has_its_own_module() -> None:
     plan = compile_plan(SPECS["FetchRequest"], 12)
     encode_codegen.specialised_encoder(plan, jit=False)
-    name, _, source = encode_codegen._module_path(plan)
+    name, _, source = encode_codegen.module_for(plan)
     assert "def _fill(" in source and "def _sizes(" in source and "def run(" in source
-    assert encode_codegen._module_path(compile_plan(SPECS["FetchRequest"], 11))[0] != name
-
-
-# ---- kernel="auto" ------------------------------------------------------------------------------
-
-
-class Spy:
-    """Stands in for ``specialised_encoder``: the plan's kernel as plain Python, counting the
-    calls that encode rows (or failing)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.original = encode_codegen.specialised_encoder
-        self.rows_calls = 0
-        self.fail = fail
-
-    def __call__(self, plan: Any) -> Any:
-        run = self.original(plan, jit=False)
-
-        def counted(*args: Any) -> Any:
-            if self.fail:
-                raise RuntimeError("no")
-            if args[7] > args[6]:  # last > first
-                self.rows_calls += 1
-            return run(*args)
-
-        return counted
-
-
-@pytest.fixture()
-def auto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """Small thresholds, fresh per-process state and kernel cache, a spy for the kernel."""
-    monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(encoder, "_TIERS", {})
-
-    def install(spy: Spy, load_after: int, specialise_after: int) -> None:
-        monkeypatch.setattr(encoder, "LOAD_AFTER", load_after)
-        monkeypatch.setattr(encoder, "SPECIALISE_AFTER", specialise_after)
-        monkeypatch.setattr(encode_codegen, "specialised_encoder", spy)
-
-    return install
-
-
-def fetch_batch() -> tuple[pa.RecordBatch, list[bytes]]:
-    body = (SHARED / "vectors" / "fetch_request_v12.bin").read_bytes()
-    return SPECS.decode([body] * 3, "FetchRequest", 12), [body] * 3
-
-
-def test_auto_moves_to_the_specialised_kernel_after_enough_bytes(auto: Any) -> None:
-    batch, bodies = fetch_batch()
-    plan = compile_plan(SPECS["FetchRequest"], 12)
-    spy = Spy()
-    auto(spy, load_after=1, specialise_after=1)
-    assert not encode_codegen.is_built(plan)
-    once = encode_batch(SPECS, batch, "FetchRequest", 12)  # past both thresholds at once
-    assert once.to_pylist() == bodies and spy.rows_calls == 2  # pass 1 and pass 2
-    assert encode_codegen.is_built(plan)
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert spy.rows_calls == 4
-
-
-def test_auto_counts_bytes_then_loads_a_kernel_this_machine_built(auto: Any) -> None:
-    batch, bodies = fetch_batch()
-    spy = Spy()
-    auto(spy, load_after=10**9, specialise_after=10**9)
-    encode_batch(SPECS, batch, "FetchRequest", 12)
-    per_call = encoder._TIERS[compile_plan(SPECS["FetchRequest"], 12)].spent
-    auto(spy, load_after=2 * per_call, specialise_after=4 * per_call)
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies  # 2 calls: not built
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert spy.rows_calls == 0
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies  # 4: compiled
-    assert spy.rows_calls == 2
-    encoder._TIERS.clear()  # a new process: the kernel is on disk, LOAD_AFTER is enough
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert spy.rows_calls == 2
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert spy.rows_calls == 4
-
-
-def test_auto_stays_on_the_interpreter_when_the_kernel_fails(auto: Any) -> None:
-    batch, bodies = fetch_batch()
-    auto(Spy(fail=True), load_after=1, specialise_after=1)
-    with pytest.warns(UserWarning, match="failed to compile"):
-        assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert encode_batch(SPECS, batch, "FetchRequest", 12).to_pylist() == bodies
-    assert encoder._TIERS[compile_plan(SPECS["FetchRequest"], 12)].failed
-    with pytest.raises(ValueError, match="kernel must be one of"):
-        encode_batch(SPECS, batch, "FetchRequest", 12, kernel="fast")
+    assert encode_codegen.module_for(compile_plan(SPECS["FetchRequest"], 11))[0] != name
 
 
 SMALL_FIRST = f"""

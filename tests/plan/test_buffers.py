@@ -16,6 +16,7 @@ def test_named_buffers_are_the_arrays_buffers() -> None:
     plan = compile_plan(ak.load_specs()["MetadataResponse"], 12)
     data, starts, ends = _input(as_bodies([body, body]))
     run = _Run(plan, data, starts, ends, null_mode=False)
+    run.use("interpreter")
     nn = len(plan.nodes)
     counts, dcounts = np.zeros(nn, np.int64), np.zeros(nn, np.int64)
     run.call(0, 2, False, counts, dcounts, None)

@@ -1,0 +1,167 @@
+"""When a plan moves from the interpreter to the kernel generated for it (``kernel="auto"``).
+
+A generated kernel runs about twice as fast as the interpreter (decode) or five times (encode),
+but compiles for seconds per plan (Metadata v12: 16 s to decode, 3-8 s to encode), once per
+machine: Numba then keeps it in its on-disk cache, and loading it costs a few tenths of a second.
+Stopping a job to compile only pays off after gigabytes, so the compile happens elsewhere:
+
+- a plan starts on the interpreter (``kernels/tiers.py`` decides between its plain-Python and
+  compiled forms);
+- once this process has given the plan ``AFTER`` bytes of input (a bulk job, not a one-off),
+  a child process compiles the generated kernel into Numba's cache, on another core, while
+  this one carries on with the interpreter;
+- when the child has finished, the next batch loads the kernel from the cache and uses it from
+  then on. A ``.built`` marker beside the generated module says the cache has it, so a later
+  process loads it at once, with no child.
+
+Decode and encode kernels are told apart by ``kind``. A child takes a lock per module, so two
+processes needing the same kernel compile it once. If a compile fails, the plan stays on the
+interpreter, with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
+
+AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is wanted
+
+KINDS = ("decode", "encode")
+
+
+@dataclass
+class _Tier:
+    """One plan's way through the tiers, in this process."""
+
+    spent: int = 0  # bytes of input given to the interpreter
+    pid: int = 0  # the child compiling the kernel, while it runs
+    fast: Any = None  # the generated kernel, once in use
+    failed: bool = False  # it did not compile: stay on the interpreter
+
+
+_TIERS: dict[tuple[str, Any], _Tier] = {}
+_LOCK = threading.Lock()
+
+
+def _generated(kind: str) -> tuple[Callable[[Any], tuple[str, Path, str]], Callable[[Any], Any]]:
+    """(plan -> (module name, path, source), plan -> the loaded kernel) for ``kind``."""
+    if kind == "decode":
+        from .codegen import module_for, specialised_kernel
+
+        return module_for, specialised_kernel
+    from .encode_codegen import module_for as encode_module_for
+    from .encode_codegen import specialised_encoder
+
+    return encode_module_for, specialised_encoder
+
+
+def _marker(path: Path) -> Path:
+    # per Numba cache folder: a kernel compiled into another cache is not in this one
+    where = os.environ.get("NUMBA_CACHE_DIR", "")
+    return path.with_suffix(f".{hashlib.sha256(where.encode()).hexdigest()[:8]}.built")
+
+
+def built(path: Path) -> bool:
+    """Is the kernel generated at ``path`` compiled into Numba's cache on this machine?"""
+    return _marker(path).exists()
+
+
+def mark_built(path: Path) -> None:
+    _marker(path).touch()
+
+
+def _jit_disabled() -> bool:
+    return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+
+def auto(kind: str, plan: Any, nbytes: int, example_args: Callable[[], tuple[Any, ...]]) -> Any | None:
+    """The generated kernel if ``kernel="auto"`` should use it for a batch of ``nbytes``, else
+    None (use the interpreter). ``example_args()``: arguments of a call to the kernel, whose
+    types the child compiles it for."""
+    with _LOCK:
+        tier = _TIERS.setdefault((kind, plan), _Tier())
+        if tier.fast is not None or tier.failed:
+            return tier.fast
+        tier.spent += nbytes
+        if tier.spent < AFTER or _jit_disabled():
+            return None
+        module_for, load = _generated(kind)
+        name, path, source = module_for(plan)
+        if tier.pid == 0 and not built(path):
+            tier.pid = spawn_compile(name, path, source, example_args())
+            return None
+        if tier.pid > 0:
+            try:
+                done, status = os.waitpid(tier.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                done, status = tier.pid, -1
+            if done == 0:
+                return None  # still compiling
+            tier.pid = -1
+            if not built(path):
+                log = path.with_suffix(".log")
+                why = log.read_text()[-2000:] if log.exists() else f"exit status {status}"
+                _fail(tier, plan, why)
+                return None
+        try:
+            fast = load(plan)
+            fast(*example_args())  # decodes nothing: loads the machine code from the cache
+        except Exception as e:  # a broken module: keep going on the interpreter, but say so
+            _fail(tier, plan, str(e))
+            return None
+        tier.fast = fast
+        return fast
+
+
+def _fail(tier: _Tier, plan: Any, why: str) -> None:
+    tier.failed = True
+    warnings.warn(f"{plan.name} v{plan.version}: generated kernel failed to compile: {why}", stacklevel=4)
+
+
+def spawn_compile(name: str, path: Path, source: str, args: tuple[Any, ...]) -> int:
+    """Start a child that compiles module ``name`` (written to ``path``) for the types of
+    ``args`` into Numba's cache; its pid. It is reaped with ``os.waitpid``."""
+    from numba import typeof
+
+    from .codegen import write_generated
+
+    write_generated(path, source)
+    sig = path.with_suffix(f".{os.getpid()}.sig")
+    sig.write_bytes(pickle.dumps(tuple(typeof(a) for a in args)))
+    log = path.with_suffix(".log")
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+    ]
+    # -P: not the working directory's files ahead of the installed package
+    argv = [sys.executable, "-P", "-c", _CHILD, name, str(path), str(sig)]
+    return os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions)
+
+
+_CHILD = "import sys; from arrowkafka.specialise import child; child(*sys.argv[1:])"
+
+
+def child(name: str, path: str, sig_path: str) -> None:
+    """In the child: compile, unless another process did while this one waited for the lock."""
+    import fcntl
+
+    from .codegen import load_generated
+
+    os.nice(5)  # the parent's work comes first
+    sig = pickle.loads(Path(sig_path).read_bytes())
+    Path(sig_path).unlink()
+    with open(Path(path).with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built(Path(path)):
+            load_generated(name, Path(path)).compile(sig)
+            mark_built(Path(path))

@@ -1,0 +1,129 @@
+"""``kernel="auto"`` (``arrowkafka.specialise``): a plan starts on the interpreter; once it has
+had enough input, a child process compiles its generated kernel into Numba's cache while the
+interpreter carries on, and the next batch after the child is done uses the kernel. A later
+process finds the kernel built and uses it at once; a compile that fails leaves the plan on
+the interpreter with a warning; without the JIT no child is started. Every batch, before and
+after the switch, decodes (encodes) exactly as the interpreter does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import arrowkafka as ak
+from arrowkafka import codegen, specialise
+from arrowkafka.plan import compile_plan
+from tests.conftest import SHARED
+
+pytestmark = pytest.mark.jit  # the child compiles with Numba
+
+SPECS = ak.load_specs()
+BODY = (SHARED / "vectors" / "fetch_request_v12.bin").read_bytes()
+BODIES = pa.array([BODY] * 50, pa.binary())
+
+
+@pytest.fixture()
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """A new generated-kernel folder (so the child really compiles), per-process state as in a
+    new process, a threshold of one batch; the pids of the children started."""
+    monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(specialise, "_TIERS", {})
+    monkeypatch.setattr(specialise, "AFTER", 1)
+    monkeypatch.setattr(codegen, "_BY_PLAN", {})
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    pids: list[int] = []
+    spawn = specialise.spawn_compile
+
+    def counted(*args: Any) -> int:
+        pids.append(spawn(*args))
+        return pids[-1]
+
+    monkeypatch.setattr(specialise, "spawn_compile", counted)
+    return pids
+
+
+def tier(kind: str, name: str, version: int) -> Any:
+    """The plan's tier (a new one if it has not been through ``auto`` yet)."""
+    return specialise._TIERS.get((kind, compile_plan(SPECS[name], version)), specialise._Tier())
+
+
+def until_switched(step: Any, kind: str, name: str, version: int, limit: float = 240) -> int:
+    """Run ``step()`` until the plan uses its generated kernel; the number of steps."""
+    t0, n = time.monotonic(), 0
+    while tier(kind, name, version).fast is None:
+        assert time.monotonic() - t0 < limit, "the child did not finish in time"
+        assert not tier(kind, name, version).failed
+        step()
+        n += 1
+        time.sleep(0.05)
+    return n
+
+
+def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(fresh: list[int]) -> None:
+    want = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+
+    def step() -> None:
+        assert ak.decode(BODIES, "FetchRequest", 12).equals(want)
+
+    step()
+    assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is None  # compiling
+    steps = until_switched(step, "decode", "FetchRequest", 12)
+    assert steps >= 1 and len(fresh) == 1  # one child, however many batches
+    name, path, _ = codegen.module_for(compile_plan(SPECS["FetchRequest"], 12))
+    assert specialise.built(path) and tier("decode", "FetchRequest", 12).fast is codegen._LOADED[name]
+    step()  # on the generated kernel now
+
+    specialise._TIERS.clear()  # a later process: the kernel is built, so no child
+    step()
+    assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is not None
+
+
+def test_encode_moves_the_same_way(fresh: list[int]) -> None:
+    batch = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+
+    def step() -> None:
+        assert ak.encode(batch, "FetchRequest", 12).equals(BODIES)
+
+    step()
+    assert len(fresh) == 1
+    until_switched(step, "encode", "FetchRequest", 12)
+    step()
+    assert len(fresh) == 1
+
+
+def test_a_failed_compile_warns_and_stays_on_the_interpreter(
+    fresh: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    broken = ("ak_broken", tmp_path / "ak_broken.py", "raise RuntimeError('generated source is broken')\n")
+    monkeypatch.setattr(codegen, "module_for", lambda plan: broken)
+    want = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+    t0 = time.monotonic()
+    with pytest.warns(UserWarning, match="generated source is broken"):
+        while not tier("decode", "FetchRequest", 12).failed:
+            assert time.monotonic() - t0 < 120
+            assert ak.decode(BODIES, "FetchRequest", 12).equals(want)
+            time.sleep(0.05)
+    assert ak.decode(BODIES, "FetchRequest", 12).equals(want)
+    assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is None
+
+
+def test_no_child_without_the_jit(fresh: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "1")
+    want = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+    for _ in range(3):
+        assert ak.decode(BODIES, "FetchRequest", 12).equals(want)
+    assert fresh == [] and tier("decode", "FetchRequest", 12).fast is None
+
+
+def test_the_threshold_counts_bytes_per_plan(fresh: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(specialise, "AFTER", 3 * len(BODY) * len(BODIES))
+    for _ in range(2):
+        ak.decode(BODIES, "FetchRequest", 12)
+        ak.decode(BODIES, "FetchRequest", 11, errors="null")  # another plan: its own count
+    assert fresh == []
+    ak.decode(BODIES, "FetchRequest", 12)
+    assert len(fresh) == 1
