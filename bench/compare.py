@@ -240,7 +240,8 @@ def spark_rows() -> list[dict[str, object]]:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return [{"workload": "mapInArrow metadata_v12", "impl": impl, "messages_per_s": None, "mb_per_s": mb,
              "ratio_to_best_peer": None, "share_of_memcpy": None}
-            for impl, mb in (("arrowkafka in one Spark task", result["task_mb_s"]),
+            for impl, mb in (("decoding inside one Spark task", result["inside_mb_s"]),
+                             ("the whole Spark task (wall)", result["task_mb_s"]),
                              ("ak.decode, one core (same run)", result["local_mb_s"]))]  # fmt: skip
 
 
@@ -354,9 +355,13 @@ def main() -> None:
             )
     spark = {r["impl"]: r["mb_per_s"] for r in rows if str(r["workload"]).startswith("mapInArrow")}
     if spark:
-        task, local = spark["arrowkafka in one Spark task"], spark["ak.decode, one core (same run)"]
-        if task < local / 2:  # type: ignore[operator]
-            behind.append(f"mapInArrow: {task:.0f} MB/s per task, target half of ak.decode's {local:.0f}")
+        # the Spark issue's target: the decoding inside a task (the whole task's wall time is
+        # mostly Spark's JVM turning the nested result into its rows; printed above)
+        inside, local = spark["decoding inside one Spark task"], spark["ak.decode, one core (same run)"]
+        if inside < local / 2:  # type: ignore[operator]
+            behind.append(
+                f"mapInArrow: decoding at {inside:.0f} MB/s in a task, target half of ak.decode's {local:.0f}"
+            )
     for line in behind:
         print(f"BEHIND TARGET: {line}")
     versions = {
