@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .capture import CaptureStats, ConnKey, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
@@ -354,6 +355,10 @@ class _Headers:
         self.clients: list[str] = []  # per connection, as the _client and _broker columns show it
         self.brokers: list[str] = []
         self.request_hv, self.response_hv, self.names = _header_tables(specs)
+        # each name's place in the sorted names (ordering rows by it is ordering them by name)
+        everyone = np.concatenate(self.names).astype(str)
+        place = np.unique(everyone, return_inverse=True)[1].ravel()
+        self.ranks = (place[: len(self.names[0])], place[len(self.names[0]) :])
         z = np.zeros(0, np.int64)
         self.pending = _Pending(z, z, z, z, z, z)
 
@@ -442,8 +447,8 @@ class _Headers:
             ok[i] = True
         rows = at[ok[at]]
         # grouped by (direction, message, version), frames in capture order within each
-        names = np.where(a.request[rows], self.names[0][key[rows]], self.names[1][key[rows]]).astype(str)
-        rows = rows[np.lexsort((ver[rows], names, ~a.request[rows]))]
+        rank = np.where(a.request[rows], self.ranks[0][key[rows]], self.ranks[1][key[rows]])
+        rows = rows[np.lexsort((ver[rows], rank, ~a.request[rows]))]
         return self._columns(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_ts)
 
     def _response_hv(self, key: np.ndarray, ver: np.ndarray) -> np.ndarray:
@@ -641,11 +646,14 @@ def decode_frames(
     if len(frames):
         # groups in (message, version) order, rows in frame order within each: one sort,
         # then each group is a slice
+        # ordered as frames_table groups them (direction, message, version), so that its
+        # frames need no reordering
         names = frames.column("_message").combine_chunks().dictionary_encode()
         codes = np.asarray(names.indices)
         rank = np.argsort(np.argsort(np.asarray(names.dictionary.to_pylist(), object)))
+        responses = pc.equal(frames.column("_direction"), "response").to_numpy(zero_copy_only=False)
         versions = frames.column("_version").to_numpy().astype(np.int64)
-        key = rank[codes] * 65536 + versions
+        key = (responses.astype(np.int64) * len(rank) + rank[codes]) * 65536 + versions
         order = np.argsort(key, kind="stable")
         if (np.diff(key) < 0).any():  # frames_table gives each capture's frames grouped
             frames, key, versions = frames.take(order), key[order], versions[order]

@@ -27,11 +27,13 @@ of the packet that made them ready, and items made ready only at the end of the 
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import shutil
+import stat
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple
 
@@ -165,36 +167,69 @@ def _pcap_chunks(
     limit = max(snaplen, MAX_RECORD)
     if stats is not None:
         stats.format = "pcap"
-    rest = b""  # bytes of an unfinished record, carried to the next read
+    read = _reader(f)
+    rest = np.zeros(0, np.uint8)  # bytes of an unfinished record, carried to the next read
     at = 24  # file offset of rest[0]
     base = 0
     eof = False
     while not eof:
-        got = f.read(max(chunk_bytes, 1))
-        eof = not got
-        raw = rest + got if rest else got
-        if not raw:
+        buf = read(rest, max(chunk_bytes, 1))
+        eof = len(buf) == len(rest)
+        if not len(buf):
             break
-        buf = np.frombuffer(raw, np.uint8)
-        most = len(raw) // 16 + 1
+        most = len(buf) // 16 + 1
         rec_off, caplen = np.empty(most, np.int64), np.empty(most, np.int64)
         origlen, ts = np.empty(most, np.int64), np.empty(most, np.int64)
         n, pos, status = k.pcap_records(buf, 0, order == ">", frac_ns, limit, rec_off, caplen, origlen, ts)
         if status == 2:
-            incl = struct.unpack_from(order + "I", raw, pos + 8)[0]
+            incl = struct.unpack_from(order + "I", buf[pos + 8 : pos + 12].tobytes())[0]
             raise CaptureFormatError(at + pos, f"record length {incl} is implausible")
         if n:
             if stats is not None:
                 stats.packets = base + n
             yield _Chunk(buf, rec_off[:n], caplen[:n], ts[:n], np.full(n, network & 0xFFFF, np.int64), base)
             base += n
-        rest, at = raw[pos:], at + pos
-        if eof and rest:
+        rest, at = buf[pos:], at + pos
+        if eof and len(rest):
             what = "pcap record header" if len(rest) < 16 else "pcap record"
             if strict:
                 raise CaptureFormatError(at, f"truncated {what}: file ends {len(rest)} bytes into it")
             if stats is not None:
                 stats.truncated_bytes = len(rest)
+
+
+def _reader(f: BinaryIO) -> Callable[[np.ndarray, int], np.ndarray]:
+    """``read(rest, n)``: the bytes ``rest`` (the end of the last read) followed by up to ``n``
+    more of ``f``. A file on disk is mapped a window at a time rather than copied (the page
+    cache's bytes are read in place; a window is unmapped once nothing uses it); other
+    sources are read into a new array."""
+    try:
+        fd, pos = f.fileno(), f.tell()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError
+    except (OSError, AttributeError, io.UnsupportedOperation):
+
+        def copied(rest: np.ndarray, n: int) -> np.ndarray:
+            out = np.empty(len(rest) + n, np.uint8)
+            out[: len(rest)] = rest
+            got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]
+            out.flags.writeable = False  # as a mapped window is: one kernel signature
+            return out[: len(rest) + got]
+
+        return copied
+    end = pos
+
+    def mapped(rest: np.ndarray, n: int) -> np.ndarray:
+        nonlocal end
+        start = end - len(rest)  # rest is the previous window's end, where the file goes on
+        end = min(end + n, os.fstat(fd).st_size)
+        if end <= start:
+            return np.zeros(0, np.uint8)
+        lead = start % mmap.ALLOCATIONGRANULARITY  # mappings start on a granule
+        window = mmap.mmap(fd, end - start + lead, offset=start - lead, access=mmap.ACCESS_READ)
+        return np.frombuffer(window, np.uint8)[lead:]
+
+    return mapped
 
 
 class _Segments(NamedTuple):
@@ -458,7 +493,9 @@ def _fast_frames(
     pay_len[segs] -= skip
     carried = [carry.pop(fl, (b"", 0, 0)) for fl in local.tolist()]
     carry_len = np.array([len(b) for b, _, _ in carried], np.int64)
-    carry_ts = np.array([(t0, t1) for _, t0, t1 in carried], np.int64).reshape(len(local), 2)
+    carry_ts = np.empty((len(local), 2), np.int64)
+    carry_ts[:, 0] = np.fromiter((t0 for _, t0, _ in carried), np.int64, len(local))
+    carry_ts[:, 1] = np.fromiter((t1 for _, _, t1 in carried), np.int64, len(local))
     carry_off = np.cumsum(carry_len) - carry_len
     carry_buf = np.frombuffer(b"".join(b for b, _, _ in carried), np.uint8)
     out_len = carry_len + np.bincount(inverse, weights=pay_len[segs], minlength=len(local)).astype(np.int64)

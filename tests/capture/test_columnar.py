@@ -116,9 +116,17 @@ def _python(capture: bytes) -> tuple[dict, Counter, CaptureStats]:
     return dict(frames), others, stats
 
 
-def _columnar(capture: bytes, chunk_bytes: int) -> tuple[dict, Counter, CaptureStats]:
+def _columnar(
+    capture: bytes, chunk_bytes: int, on_disk: Path | None = None
+) -> tuple[dict, Counter, CaptureStats]:
+    """The columnar path's frames, read from memory, or from a file at ``on_disk`` (mapped a
+    window at a time, not read)."""
     stats = CaptureStats()
-    a = capture_frame_arrays(io.BytesIO(capture), broker_ports=PORTS, stats=stats, chunk_bytes=chunk_bytes)
+    source: Path | io.BytesIO = io.BytesIO(capture)
+    if on_disk is not None:
+        on_disk.write_bytes(capture)
+        source = on_disk
+    a = capture_frame_arrays(source, broker_ports=PORTS, stats=stats, chunk_bytes=chunk_bytes)
     frames: dict[tuple, list] = defaultdict(list)
     for i in np.argsort(a.order, kind="stable").tolist():
         key = (a.conns[a.conn[i]], "request" if a.request[i] else "response")
@@ -140,13 +148,17 @@ CASES = [
 ]
 
 
-# one chunk, and chunks of a few packets: frames then span chunks, carried from one to the next
+# one chunk read from memory, and chunks of a few packets mapped from a file: frames then span
+# chunks, carried from one to the next
 @pytest.mark.parametrize("chunk_bytes", [CHUNK_BYTES, 1500])
 @pytest.mark.parametrize(("name", "damage"), CASES)
-def test_same_frames_as_the_python_layers(name: str, damage: str, chunk_bytes: int, packets: dict) -> None:
+def test_same_frames_as_the_python_layers(
+    name: str, damage: str, chunk_bytes: int, packets: dict, tmp_path: Path
+) -> None:
     capture = DAMAGE[damage](packets[name])
     want_frames, want_others, want = _python(capture)
-    got_frames, got_others, got = _columnar(capture, chunk_bytes)
+    on_disk = tmp_path / "capture.pcap" if chunk_bytes < CHUNK_BYTES else None
+    got_frames, got_others, got = _columnar(capture, chunk_bytes, on_disk)
     assert sum(map(len, want_frames.values())) > 10  # the damage left something to compare
     assert got_frames == want_frames
     assert got_others == want_others
