@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .blocks import block
 from .plan import FIXED, LIST, MAP, STRUCT, VARBIN, Node, Plan
 
 __all__ = ["Buffers", "allocate", "assemble"]
@@ -99,10 +100,9 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
 
 
 def _arena(nbytes: int) -> np.ndarray:
-    """A writable byte array in Arrow's memory pool: the pool keeps freed pages for the next
-    batch (numpy's fresh pages each cost a page fault on first write), and the arrays we hand
-    out are Arrow memory like any other."""
-    return np.frombuffer(pa.allocate_buffer(nbytes), np.uint8)
+    """A writable byte array, reused from batch to batch once nothing refers to it (see
+    ``blocks``: fresh pages each cost a page fault on first write)."""
+    return block(nbytes)
 
 
 def _bitmap(bytes_: np.ndarray) -> tuple[pa.Buffer | None, int]:
@@ -121,45 +121,50 @@ def assemble(
     bad: np.ndarray | None = None,
 ) -> pa.RecordBatch:
     """Build the record batch; with ``bad`` (a byte per row), those rows' columns are null."""
-
-    def array(node: Node, row_valid: np.ndarray | None = None) -> pa.Array:
-        i = node.id
-        length = int(counts[i])
-        vb = bufs.valid_base[i]
-        validity_bytes = bufs.valid[vb : vb + length] if vb >= 0 else None
-        if row_valid is not None:
-            validity_bytes = row_valid if validity_bytes is None else validity_bytes & row_valid
-        validity, nulls = _bitmap(validity_bytes) if validity_bytes is not None else (None, 0)
-        t = node.type
-        if node.kind == FIXED:
-            storage = t.storage_type if isinstance(t, pa.ExtensionType) else t
-            raw = bufs.a8[bufs.fixed_base[i] : bufs.fixed_base[i] + length * node.width]
-            if pa.types.is_boolean(storage):
-                values = pa.py_buffer(np.packbits(raw.astype(bool), bitorder="little"))
-            else:
-                values = pa.py_buffer(raw)
-            arr = pa.Array.from_buffers(storage, length, [validity, values], null_count=nulls)
-            return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
-        if node.kind == VARBIN:
-            offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
-            data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
-            return pa.Array.from_buffers(t, length, [validity, offsets, data], null_count=nulls)
-        children = [array(c) for c in node.children]
-        if node.kind == STRUCT:
-            return pa.Array.from_buffers(t, length, [validity], null_count=nulls, children=children)
-        offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
-        if node.kind == MAP:
-            entries_type = pa.struct([t.key_field, t.item_field])
-            entries = pa.Array.from_buffers(entries_type, len(children[0]), [None], children=children)
-            children = [entries]
-        return pa.Array.from_buffers(t, length, [validity, offsets], null_count=nulls, children=children)
-
     row_valid = None if bad is None or not bad.any() else (bad == 0).astype(np.uint8)
     schema = plan.schema
     if bad is not None:  # errors="null": the schema says every column may be null, always
         schema = pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
-    columns = [array(c, row_valid) for c in plan.root.children]
+    columns = [_array(c, bufs, counts, dcounts, row_valid) for c in plan.root.children]
     if not columns:
         empty = pa.Array.from_buffers(pa.struct([]), rows, [None])
         return pa.RecordBatch.from_struct_array(empty).replace_schema_metadata(schema.metadata)
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _array(
+    node: Node, bufs: Buffers, counts: np.ndarray, dcounts: np.ndarray, row_valid: np.ndarray | None = None
+) -> pa.Array:
+    """One node's array over its slices of the arenas. (A function of its own, not a closure
+    calling itself: such a closure is a reference cycle, and would keep the arenas from being
+    reused until the garbage collector runs.)"""
+    i = node.id
+    length = int(counts[i])
+    vb = bufs.valid_base[i]
+    validity_bytes = bufs.valid[vb : vb + length] if vb >= 0 else None
+    if row_valid is not None:
+        validity_bytes = row_valid if validity_bytes is None else validity_bytes & row_valid
+    validity, nulls = _bitmap(validity_bytes) if validity_bytes is not None else (None, 0)
+    t = node.type
+    if node.kind == FIXED:
+        storage = t.storage_type if isinstance(t, pa.ExtensionType) else t
+        raw = bufs.a8[bufs.fixed_base[i] : bufs.fixed_base[i] + length * node.width]
+        if pa.types.is_boolean(storage):
+            values = pa.py_buffer(np.packbits(raw.astype(bool), bitorder="little"))
+        else:
+            values = pa.py_buffer(raw)
+        arr = pa.Array.from_buffers(storage, length, [validity, values], null_count=nulls)
+        return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
+    if node.kind == VARBIN:
+        offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
+        data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
+        return pa.Array.from_buffers(t, length, [validity, offsets, data], null_count=nulls)
+    children = [_array(c, bufs, counts, dcounts) for c in node.children]
+    if node.kind == STRUCT:
+        return pa.Array.from_buffers(t, length, [validity], null_count=nulls, children=children)
+    offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
+    if node.kind == MAP:
+        entries_type = pa.struct([t.key_field, t.item_field])
+        entries = pa.Array.from_buffers(entries_type, len(children[0]), [None], children=children)
+        children = [entries]
+    return pa.Array.from_buffers(t, length, [validity, offsets], null_count=nulls, children=children)

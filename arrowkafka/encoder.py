@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import specialise
+from .blocks import block
 from .decoder import each_range
 from .errors import EncodeError
 from .kernels import status
@@ -427,10 +428,8 @@ def _aligned(n: int) -> int:
 
 
 def _scratch(n: int, dtype: type) -> np.ndarray:
-    """An uninitialised array from Arrow's memory pool, which keeps freed pages for the next
-    batch (numpy's large arrays are fresh mappings: every page faults in again)."""
-    itemsize = np.dtype(dtype).itemsize
-    return np.frombuffer(pa.allocate_buffer(n * itemsize), dtype, count=n)
+    """An uninitialised array, reused from batch to batch (see ``blocks``)."""
+    return block(n * np.dtype(dtype).itemsize).view(dtype)
 
 
 class _Inputs:
@@ -648,7 +647,7 @@ def encode_batch(
     np.cumsum(sizes, out=offsets[1:])
     if offsets[-1] >= 2**31:
         raise ValueError(f"{name} v{version}: over 2 GiB of bodies in one batch; encode smaller batches")
-    out = np.frombuffer(pa.allocate_buffer(max(int(offsets[-1]), 1)), np.uint8)
+    out = block(max(int(offsets[-1]), 1))
     each_range(lambda k: call(k, True, out, offsets), threads)
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out[: offsets[-1]])]
     return pa.Array.from_buffers(pa.binary(), rows, buffers)

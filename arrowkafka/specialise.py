@@ -36,9 +36,6 @@ __all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
 
 AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is wanted
 
-KINDS = ("decode", "encode")
-
-
 @dataclass
 class _Tier:
     """One plan's way through the tiers, in this process."""

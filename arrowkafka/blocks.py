@@ -1,0 +1,59 @@
+"""Large buffers the kernels write into, reused from batch to batch.
+
+The first write to each 4 KB page of fresh memory costs a page fault; on a virtual machine
+that is 4-5 microseconds, so the 54 MB a Metadata v12 batch of 42 MB decodes into costs about
+60 ms of faults, as long as the decoding itself. Arrow's memory pool (mimalloc) hands a large
+block back to the system within milliseconds of its release, so the next batch pays again.
+
+So blocks of a megabyte or more come from here: this process keeps them, and gives one out
+again once nothing refers to it any more (every array and Arrow buffer over a block holds a
+reference to it, and CPython's reference count says exactly when the last one is gone). What
+is kept is bounded by ``KEEP_BYTES``; past that, or for smaller sizes, Arrow's pool serves.
+Memory from a reused block is not zeroed: the kernels write every byte they expose.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["KEEP_BYTES", "block"]
+
+SMALLEST = 1 << 20  # below this, Arrow's pool (its small blocks stay in its own pages)
+KEEP_BYTES = 256 << 20  # blocks kept, in use or free, in all
+_GRAIN = 1 << 20  # block sizes are whole megabytes, so batches of about one size share them
+
+_kept: list[np.ndarray] = []
+_lock = threading.Lock()
+
+
+def _free(i: int) -> bool:
+    # the only references left: the list's and getrefcount's argument
+    return sys.getrefcount(_kept[i]) <= 2
+
+
+def block(nbytes: int) -> np.ndarray:
+    """A writable uint8 array of ``nbytes`` (contents undefined)."""
+    if nbytes < SMALLEST:
+        return np.frombuffer(pa.allocate_buffer(nbytes), np.uint8)
+    with _lock:
+        free = [i for i in range(len(_kept)) if _free(i)]
+        fits = [i for i in free if nbytes <= len(_kept[i]) <= 2 * nbytes]
+        if fits:
+            return _kept[min(fits, key=lambda i: len(_kept[i]))][:nbytes]
+        size = -(-nbytes // _GRAIN) * _GRAIN
+        held = sum(len(b) for b in _kept)
+        drop = set()
+        for i in sorted(free, key=lambda i: len(_kept[i]), reverse=True):  # room: free ones go
+            if held + size <= KEEP_BYTES:
+                break
+            held -= len(_kept[i])
+            drop.add(i)
+        _kept[:] = [_kept[i] for i in range(len(_kept)) if i not in drop]
+        fresh = np.empty(size, np.uint8)
+        if held + size <= KEEP_BYTES:
+            _kept.append(fresh)
+        return fresh[:nbytes]

@@ -1,0 +1,79 @@
+"""Large kernel buffers are reused from batch to batch (``arrowkafka.blocks``), but never while
+anything still refers to them: a batch kept by the caller keeps its values whatever is decoded
+after it, and what the process keeps stays under its bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import arrowkafka as ak
+from arrowkafka import blocks
+from tests.conftest import SHARED
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocks, "_kept", [])
+
+
+def address(a: np.ndarray) -> int:
+    return int(a.ctypes.data)
+
+
+def test_a_block_comes_back_only_when_nothing_refers_to_it() -> None:
+    first = blocks.block(3 << 20)
+    at = address(first)
+    view = first[64:].view(np.int32)
+    del first
+    assert address(blocks.block(3 << 20)) != at  # a view of it is alive
+    buffer = pa.py_buffer(view)
+    del view
+    assert address(blocks.block(3 << 20)) != at  # an Arrow buffer over it
+    array = pa.Array.from_buffers(pa.int32(), 10, [None, buffer])
+    del buffer
+    assert address(blocks.block(3 << 20)) != at  # an Arrow array
+    del array
+    assert address(blocks.block(3 << 20)) == at  # all gone: the same memory again
+    assert address(blocks.block(6 << 20)) != at  # (too small for this one)
+
+
+@pytest.mark.jit  # megabytes of decoding: minutes as plain Python
+def test_a_kept_batch_keeps_its_values() -> None:
+    body = (SHARED / "vectors" / "metadata_response_v12_1t1000p.bin").read_bytes()
+    other = ak.encode(
+        ak.decode([body], "MetadataResponse", 12).set_column(
+            0, "throttle_time_ms", pa.array([7], pa.int32())
+        ),
+        "MetadataResponse",
+        12,
+    )[0].as_py()
+    kept = ak.decode([body] * 100, "MetadataResponse", 12)
+    want = kept.to_pylist()
+    for _ in range(3):  # later batches of the same size: they may only reuse free blocks
+        again = ak.decode([other] * 100, "MetadataResponse", 12)
+        assert again.column("throttle_time_ms").to_pylist() == [7] * 100
+        del again
+    assert kept.to_pylist() == want
+
+
+@pytest.mark.jit
+def test_decoding_again_reuses_the_blocks() -> None:
+    body = (SHARED / "vectors" / "metadata_response_v12_1t1000p.bin").read_bytes()
+    ak.decode([body] * 100, "MetadataResponse", 12)
+    kept = [address(b) for b in blocks._kept]
+    assert kept, "a 4 MB batch decodes into blocks of a megabyte or more"
+    ak.decode([body] * 100, "MetadataResponse", 12)
+    assert [address(b) for b in blocks._kept] == kept
+
+
+def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocks, "KEEP_BYTES", 8 << 20)
+    held = [blocks.block(3 << 20) for _ in range(5)]  # all in use: past the bound, not kept
+    assert sum(len(b) for b in blocks._kept) <= 8 << 20
+    del held
+    blocks.block(5 << 20)  # the free ones make room
+    assert sum(len(b) for b in blocks._kept) <= 8 << 20
+    small = blocks.block(1000)
+    assert len(small) == 1000 and all(len(b) >= blocks.SMALLEST for b in blocks._kept)
