@@ -36,6 +36,7 @@ __all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
 
 AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is wanted
 
+
 @dataclass
 class _Tier:
     """One plan's way through the tiers, in this process."""
