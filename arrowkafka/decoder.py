@@ -273,9 +273,14 @@ REJECT_SCHEMA = pa.schema(
 )
 
 
+_NO_REJECTS = REJECT_SCHEMA.empty_table()
+
+
 def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
     """One row per rejected body: the error (found again by decoding that body alone, which
     gives the full reason and indexed path) and the raw bytes, so nothing is lost."""
+    if not run.bad.any():
+        return _NO_REJECTS  # (building an empty table costs more than most small batches)
     cols: dict[str, list[Any]] = {name: [] for name in REJECT_SCHEMA.names}
     for i in np.flatnonzero(run.bad):
         body = array[int(i)].as_py()

@@ -27,18 +27,17 @@ of the packet that made them ready, and items made ready only at the end of the 
 from __future__ import annotations
 
 import io
-import mmap
 import os
 import shutil
-import stat
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
+from arrowkafka.blocks import block
 from arrowkafka.kernels import capture as k
 
 from .frames import (
@@ -167,13 +166,12 @@ def _pcap_chunks(
     limit = max(snaplen, MAX_RECORD)
     if stats is not None:
         stats.format = "pcap"
-    read = _reader(f)
     rest = np.zeros(0, np.uint8)  # bytes of an unfinished record, carried to the next read
     at = 24  # file offset of rest[0]
     base = 0
     eof = False
     while not eof:
-        buf = read(rest, max(chunk_bytes, 1))
+        buf = _read(f, rest, max(chunk_bytes, 1))
         eof = len(buf) == len(rest)
         if not len(buf):
             break
@@ -198,38 +196,16 @@ def _pcap_chunks(
                 stats.truncated_bytes = len(rest)
 
 
-def _reader(f: BinaryIO) -> Callable[[np.ndarray, int], np.ndarray]:
-    """``read(rest, n)``: the bytes ``rest`` (the end of the last read) followed by up to ``n``
-    more of ``f``. A file on disk is mapped a window at a time rather than copied (the page
-    cache's bytes are read in place; a window is unmapped once nothing uses it); other
-    sources are read into a new array."""
-    try:
-        fd, pos = f.fileno(), f.tell()
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError
-    except (OSError, AttributeError, io.UnsupportedOperation):
-
-        def copied(rest: np.ndarray, n: int) -> np.ndarray:
-            out = np.empty(len(rest) + n, np.uint8)
-            out[: len(rest)] = rest
-            got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]
-            out.flags.writeable = False  # as a mapped window is: one kernel signature
-            return out[: len(rest) + got]
-
-        return copied
-    end = pos
-
-    def mapped(rest: np.ndarray, n: int) -> np.ndarray:
-        nonlocal end
-        start = end - len(rest)  # rest is the previous window's end, where the file goes on
-        end = min(end + n, os.fstat(fd).st_size)
-        if end <= start:
-            return np.zeros(0, np.uint8)
-        lead = start % mmap.ALLOCATIONGRANULARITY  # mappings start on a granule
-        window = mmap.mmap(fd, end - start + lead, offset=start - lead, access=mmap.ACCESS_READ)
-        return np.frombuffer(window, np.uint8)[lead:]
-
-    return mapped
+def _read(f: BinaryIO, rest: np.ndarray, n: int) -> np.ndarray:
+    """The bytes ``rest`` (the end of the last read) followed by up to ``n`` more of ``f``, read
+    in place into a block reused from chunk to chunk (``blocks``: fresh pages fault on first
+    write). Not a memory map of the file: a file truncated while mapped kills the reader."""
+    out = block(len(rest) + n)
+    out[: len(rest)] = rest
+    got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]
+    view = out[: len(rest) + (got or 0)]
+    view.flags.writeable = False  # the kernels only read it: one signature for every source
+    return view
 
 
 class _Segments(NamedTuple):

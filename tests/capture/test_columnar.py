@@ -119,8 +119,7 @@ def _python(capture: bytes) -> tuple[dict, Counter, CaptureStats]:
 def _columnar(
     capture: bytes, chunk_bytes: int, on_disk: Path | None = None
 ) -> tuple[dict, Counter, CaptureStats]:
-    """The columnar path's frames, read from memory, or from a file at ``on_disk`` (mapped a
-    window at a time, not read)."""
+    """The columnar path's frames, read from memory, or from a file at ``on_disk``."""
     stats = CaptureStats()
     source: Path | io.BytesIO = io.BytesIO(capture)
     if on_disk is not None:
@@ -148,7 +147,7 @@ CASES = [
 ]
 
 
-# one chunk read from memory, and chunks of a few packets mapped from a file: frames then span
+# one chunk read from memory, and chunks of a few packets read from a file: frames then span
 # chunks, carried from one to the next
 @pytest.mark.parametrize("chunk_bytes", [CHUNK_BYTES, 1500])
 @pytest.mark.parametrize(("name", "damage"), CASES)
