@@ -37,7 +37,6 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
-from arrowkafka.blocks import block
 from arrowkafka.kernels import capture as k
 
 from .frames import (
@@ -198,9 +197,10 @@ def _pcap_chunks(
 
 def _read(f: BinaryIO, rest: np.ndarray, n: int) -> np.ndarray:
     """The bytes ``rest`` (the end of the last read) followed by up to ``n`` more of ``f``, read
-    in place into a block reused from chunk to chunk (``blocks``: fresh pages fault on first
-    write). Not a memory map of the file: a file truncated while mapped kills the reader."""
-    out = block(len(rest) + n)
+    in place. (Not a memory map of the file, though that measured up to 13% faster end to end:
+    a file truncated while mapped kills the reader. Nor a reused block: the kernel's copy into
+    fresh pages costs no more, and the blocks kept would add to the peak.)"""
+    out = np.empty(len(rest) + n, np.uint8)
     out[: len(rest)] = rest
     got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]
     view = out[: len(rest) + (got or 0)]
