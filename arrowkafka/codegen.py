@@ -15,6 +15,7 @@ on disk like any installed module.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -531,23 +532,25 @@ def cache_dir() -> Path:
 
 
 _LOADED: dict[str, Any] = {}
-_BY_PLAN: dict[int, tuple[Plan, tuple[str, Path, str]]] = {}
 
 
-def module_for(plan: Plan) -> tuple[str, Path, str]:
-    """(module name, path, source) of ``plan``'s specialised kernel, generated once per plan."""
-    hit = _BY_PLAN.get(id(plan))
-    if hit is not None and hit[0] is plan:
-        return hit[1]
+@functools.cache  # per plan (plans are cached for the process, so this holds no more)
+def _named(plan: Plan) -> tuple[str, str]:
+    """(module name, source) of ``plan``'s specialised kernel, generated once."""
     source = kernel_source(plan)
     # Numba's cache of the generated module does not see changes to the helpers it takes from
     # kernels/decode.py, so their source is part of the module's name.
     origin = importlib.util.find_spec(f"{__package__}.kernels.decode").origin  # type: ignore[union-attr]
     helpers = Path(str(origin)).read_bytes()
     digest = hashlib.sha256(_VERSION.encode() + helpers + source.encode()).hexdigest()[:20]
-    name = f"ak_{digest}"
-    _BY_PLAN[id(plan)] = (plan, (name, cache_dir() / f"{name}.py", source))  # plans live as long
-    return _BY_PLAN[id(plan)][1]
+    return f"ak_{digest}", source
+
+
+def module_for(plan: Plan) -> tuple[str, Path, str]:
+    """(module name, path, source) of ``plan``'s specialised kernel; the path is under the
+    cache folder as it is now (``ARROWKAFKA_CACHE_DIR`` may have changed since)."""
+    name, source = _named(plan)
+    return name, cache_dir() / f"{name}.py", source
 
 
 def specialised_kernel(plan: Plan) -> Any:

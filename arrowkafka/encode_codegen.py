@@ -385,7 +385,6 @@ def encode_kernel_source(plan: Plan) -> str:
 
 _LOADED: dict[str, Any] = {}
 _PURE: dict[str, Any] = {}
-_BY_PLAN: dict[int, tuple[Plan, tuple[str, Path, str]]] = {}
 _LOCK = threading.Lock()
 
 
@@ -399,19 +398,18 @@ def _salt() -> str:
     return f"{_VERSION} {importlib.metadata.version('numba')} {hashlib.sha256(helpers).hexdigest()}"
 
 
-def module_for(plan: Plan) -> tuple[str, Path, str]:
-    """(module name, path, source) of ``plan``'s specialised encode kernel, generated once per
-    plan."""
-    with _LOCK:
-        hit = _BY_PLAN.get(id(plan))
-        if hit is not None and hit[0] is plan:
-            return hit[1]
+@functools.cache  # per plan (plans are cached for the process, so this holds no more)
+def _named(plan: Plan) -> tuple[str, str]:
+    """(module name, source) of ``plan``'s specialised encode kernel, generated once."""
     source = encode_kernel_source(plan)
-    digest = hashlib.sha256((_salt() + source).encode()).hexdigest()[:20]
-    name = f"ak_enc_{digest}"
-    with _LOCK:
-        _BY_PLAN[id(plan)] = (plan, (name, cache_dir() / f"{name}.py", source))  # plans live as long
-    return _BY_PLAN[id(plan)][1]
+    return f"ak_enc_{hashlib.sha256((_salt() + source).encode()).hexdigest()[:20]}", source
+
+
+def module_for(plan: Plan) -> tuple[str, Path, str]:
+    """(module name, path, source) of ``plan``'s specialised encode kernel; the path is under
+    the cache folder as it is now (``ARROWKAFKA_CACHE_DIR`` may have changed since)."""
+    name, source = _named(plan)
+    return name, cache_dir() / f"{name}.py", source
 
 
 def specialised_encoder(plan: Plan, jit: bool = True) -> Any:

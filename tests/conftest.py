@@ -1,8 +1,10 @@
-"""Shared fixtures: where the reference material lives, and Hypothesis profiles."""
+"""Shared fixtures: where the reference material lives, a kernel folder of a test module's
+own, and Hypothesis profiles."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,14 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"reference material not found at {SHARED}; set ARROWKAFKA_SHARED")
     return SHARED
+
+
+@pytest.fixture(scope="module")
+def own_kernel_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Generated kernels for one test module in a folder of its own (compiled afresh, not
+    found in the user's cache)."""
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("kernels")
+    mp.setenv("ARROWKAFKA_CACHE_DIR", str(folder))
+    yield folder
+    mp.undo()

@@ -24,13 +24,7 @@ from tests.encoder.test_encode_roundtrip import storage_schema
 from tests.encoder.test_encode_rules import rows as loose_rows
 from tests.strategies import message_value
 
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path_factory.mktemp("kernels")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("own_kernel_folder")
 
 
 SPECS = ak.load_specs()

@@ -33,8 +33,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(specialise, "_TIERS", {})
     monkeypatch.setattr(specialise, "AFTER", 1)
-    for generator in (codegen, encode_codegen):  # module paths under the new folder
-        monkeypatch.setattr(generator, "_BY_PLAN", {})
+    for generator in (codegen, encode_codegen):  # no kernel imported yet, as in a new process
         monkeypatch.setattr(generator, "_LOADED", {})
     pids: list[int] = []
     spawn = specialise.spawn_compile

@@ -18,15 +18,8 @@ from arrowkafka.specset import SpecSet
 from tests.conftest import SHARED, SPEC_FOLDERS
 from tests.strategies import message_value
 
-pytestmark = pytest.mark.jit  # each plan compiles for seconds; pointless without the JIT
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path_factory.mktemp("kernels")))
-    yield
-    mp.undo()
+# each plan compiles for seconds: pointless without the JIT
+pytestmark = [pytest.mark.jit, pytest.mark.usefixtures("own_kernel_folder")]
 
 
 def both(specs: SpecSet, bodies: list[bytes], name: str, version: int) -> None:
