@@ -9,7 +9,7 @@ start where range k-1's counts end, so the ranges fill disjoint parts of the sam
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,7 @@ from .plan import OPS, Plan, compile_plan
 if TYPE_CHECKING:
     from .specset import SpecSet
 
-__all__ = ["decode_batch", "as_bodies"]
+__all__ = ["decode_batch", "as_bodies", "Ranges"]
 
 ERRORS = ("raise", "null")
 KERNELS = ("auto", "interpreter", "specialised")
@@ -47,6 +47,34 @@ _REASONS: dict[int, tuple[type[DecodeError], str]] = {
     status.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
     status.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
 }
+
+
+class Ranges(NamedTuple):
+    """Bodies as byte ranges of one buffer: body i is ``data[starts[i]:ends[i]]``. The capture
+    path decodes frames where they lie, with no copy of the bodies into an Arrow array."""
+
+    data: np.ndarray  # uint8
+    starts: np.ndarray  # int64
+    ends: np.ndarray  # int64
+
+    def body(self, i: int) -> bytes:
+        return self.data[int(self.starts[i]) : int(self.ends[i])].tobytes()
+
+    def take(self, rows: np.ndarray) -> Ranges:
+        return Ranges(self.data, self.starts[rows], self.ends[rows])
+
+
+def _ranges_input(r: Ranges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data = r.data if len(r.data) else np.zeros(1, np.uint8)
+    if data.flags.writeable:
+        data = data.view()
+        data.flags.writeable = False  # one kernel signature (Numba types read-only arrays apart)
+    starts, ends = np.asarray(r.starts, np.int64), np.asarray(r.ends, np.int64)
+    if len(starts) != len(ends):
+        raise ValueError("ranges: starts and ends differ in length")
+    if len(starts) and (starts.min() < 0 or ends.max() > len(r.data) or np.any(ends < starts)):
+        raise ValueError("ranges point outside their data")
+    return data, starts, ends
 
 
 def as_bodies(bodies: Any) -> pa.Array:
@@ -206,12 +234,17 @@ def decode_batch(
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     plan = compile_plan(specs[name], version, all_versions)
-    array = as_bodies(bodies)
-    data, starts, ends = _input(array)
+    array: pa.Array | Ranges
+    if isinstance(bodies, Ranges):
+        array = bodies
+        data, starts, ends = _ranges_input(bodies)
+    else:
+        array = as_bodies(bodies)
+        data, starts, ends = _input(array)
     rows = len(starts)
     run = _Run(plan, data, starts, ends, errors == "null")
     run.use(kernel)
-    if array.null_count:
+    if isinstance(array, pa.Array) and array.null_count:
         nulls = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         if errors == "raise":
             i = int(np.argmax(nulls))
@@ -276,14 +309,14 @@ REJECT_SCHEMA = pa.schema(
 _NO_REJECTS = REJECT_SCHEMA.empty_table()
 
 
-def _rejects(plan: Plan, array: pa.Array, run: _Run) -> pa.Table:
+def _rejects(plan: Plan, array: pa.Array | Ranges, run: _Run) -> pa.Table:
     """One row per rejected body: the error (found again by decoding that body alone, which
     gives the full reason and indexed path) and the raw bytes, so nothing is lost."""
     if not run.bad.any():
         return _NO_REJECTS  # (building an empty table costs more than most small batches)
     cols: dict[str, list[Any]] = {name: [] for name in REJECT_SCHEMA.names}
     for i in np.flatnonzero(run.bad):
-        body = array[int(i)].as_py()
+        body = array.body(int(i)) if isinstance(array, Ranges) else array[int(i)].as_py()
         if body is None:
             error, reason, path, offset = "Corrupt", "a null body", "$", 0
         else:

@@ -127,8 +127,9 @@ class SpecSet(Mapping[str, MessageSpec]):
 
         Parameters
         ----------
-        bodies : pa.BinaryArray, pa.LargeBinaryArray, pa.ChunkedArray of them, or list of bytes
-            One message body each: no size prefix, no header.
+        bodies : pa.BinaryArray, pa.LargeBinaryArray, pa.ChunkedArray of them, list of bytes, or ``Ranges``
+            One message body each: no size prefix, no header. ``arrowkafka.decoder.Ranges``
+            names bodies where they lie in one buffer (no copy).
         name, version : str, int
             The message and the version all the bodies are in.
         errors : {"raise", "null"}

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .capture import CaptureStats, ConnKey, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
-from .capture.columnar import CHUNK_BYTES, FrameArrays, capture_frame_chunks
+from .capture.columnar import CHUNK_BYTES, Conns, FrameArrays, capture_frame_chunks
+from .decoder import Ranges
 from .errors import DecodeError
 from .framing import parse_request, parse_response
 from .kernels import capture as kc
@@ -151,6 +152,32 @@ def _addr(ip: bytes, port: int) -> str:
 @lru_cache(maxsize=4096)
 def _ip(ip: bytes) -> str:
     return ".".join(str(b) for b in ip) if len(ip) == 4 else f"[{ip.hex(':', 2)}]"
+
+
+def _endpoints(conns: Sequence[ConnKey], start: int) -> tuple[pa.Array, pa.Array]:
+    """The client and broker ``ip:port`` strings of connections ``start`` onwards: those the
+    kernels took formatted as arrays (IPv4; IPv6 as ``_addr`` does), the others one by one."""
+    out: tuple[list[pa.Array], list[pa.Array]] = ([], [])
+    if isinstance(conns, Conns) and start < len(conns.rows):
+        rows = conns.rows[start:]
+        v6 = np.flatnonzero(rows[:, 32] != 4)
+        for side, ip_at, port_at in ((0, 0, 33), (1, 16, 35)):
+            port = (rows[:, port_at].astype(np.int64) << 8) | rows[:, port_at + 1]
+            octets = [pa.array(rows[:, ip_at + j]).cast(pa.string()) for j in range(4)]
+            text = pc.binary_join_element_wise(
+                pc.binary_join_element_wise(*octets, "."), pa.array(port).cast(pa.string()), ":"
+            )
+            if len(v6):
+                mask = np.zeros(len(rows), np.bool_)
+                mask[v6] = True
+                py = [_addr(rows[i, ip_at : ip_at + 16].tobytes(), int(port[i])) for i in v6.tolist()]
+                text = pc.replace_with_mask(text, pa.array(mask), pa.array(py, pa.string()))
+            out[side].append(text)
+        start = len(conns.rows)
+    rest = [conns[i] for i in range(start, len(conns))]
+    out[0].append(pa.array([_addr(c.client_ip, c.client_port) for c in rest], pa.string()))
+    out[1].append(pa.array([_addr(c.server_ip, c.server_port) for c in rest], pa.string()))
+    return pa.concat_arrays(out[0]), pa.concat_arrays(out[1])
 
 
 def _ends(conn: ConnKey) -> dict[str, str]:
@@ -314,6 +341,19 @@ def frame_chunks(
     paired with its request across chunks. ``progress(capture, bytes read, file size or None)``
     is called after each chunk."""
     summary = Summary() if summary is None else summary
+    for headers, rows, rejects in _row_chunks(captures, specs, broker_ports, summary, chunk_bytes, progress):
+        yield headers.table(rows), rejects
+
+
+def _row_chunks(
+    captures: Sequence[str | Path | BinaryIO],
+    specs: SpecSet,
+    broker_ports: Iterable[int],
+    summary: Summary,
+    chunk_bytes: int,
+    progress: Callable[[str, int, int | None], None] | None,
+) -> Iterator[tuple[_Headers, _Rows, pa.Table]]:
+    """Per chunk of each capture: its frames after their headers, and the rejects so far."""
     for capture in captures:
         name = str(capture) if isinstance(capture, str | Path) else str(getattr(capture, "name", "<stream>"))
         stats = CaptureStats()
@@ -322,8 +362,8 @@ def frame_chunks(
         size = os.path.getsize(capture) if isinstance(capture, str | Path) else None
         for arrays in capture_frame_chunks(capture, broker_ports=frozenset(broker_ports), stats=stats,
                                            chunk_bytes=chunk_bytes):  # fmt: skip
-            table = headers.table(arrays)
-            yield table, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
+            rows = headers.rows(arrays)
+            yield headers, rows, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
             headers.rejects = []
             if progress is not None:
                 progress(name, arrays.position, size)
@@ -345,6 +385,25 @@ class _Pending(NamedTuple):
 MAX_PENDING = 1 << 20
 
 
+class _Rows(NamedTuple):
+    """A chunk's frames after their headers: ``rows`` are the frames of ``a`` that are kept,
+    grouped by (direction, message, version) in capture order within each group, group g
+    being ``rows[bounds[g] : bounds[g + 1]]``; the other arrays are per frame of ``a``."""
+
+    a: FrameArrays
+    rows: np.ndarray
+    key: np.ndarray
+    ver: np.ndarray
+    corr: np.ndarray
+    cid_off: np.ndarray
+    cid_len: np.ndarray  # -1: null
+    client_ids: dict[int, str | None]  # the client ids of headers read by the Python parser
+    tags: dict[int, list[tuple[int, bytes]]]
+    body: np.ndarray  # where the body starts in ``a.data`` (it ends where the frame does)
+    request_ts: np.ndarray
+    bounds: list[int]
+
+
 class _Headers:
     """One capture's ``FrameArrays`` -> rows of FRAMES_SCHEMA: headers read by a kernel where
     they are plain (by ``framing``'s parsers where not), responses paired with requests."""
@@ -352,8 +411,8 @@ class _Headers:
     def __init__(self, specs: SpecSet, capture: str, summary: Summary):
         self.specs, self.capture, self.summary = specs, capture, summary
         self.rejects: list[dict[str, Any]] = []
-        self.clients: list[str] = []  # per connection, as the _client and _broker columns show it
-        self.brokers: list[str] = []
+        # per connection, as the _client and _broker columns show it
+        self.clients, self.brokers = pa.array([], pa.string()), pa.array([], pa.string())
         self.request_hv, self.response_hv, self.names = _header_tables(specs)
         # each name's place in the sorted names (ordering rows by it is ordering them by name)
         everyone = np.concatenate(self.names).astype(str)
@@ -368,7 +427,22 @@ class _Headers:
         _reject(self.summary, self.rejects, self.capture, error, reason, raw, **ends, direction=direction,
                 ts=int(a.ts_first[i]), **where)  # fmt: skip
 
-    def table(self, a: FrameArrays) -> pa.Table:
+    def table(self, r: _Rows) -> pa.Table:
+        """A chunk's frames as rows of FRAMES_SCHEMA."""
+        names = self.names_of(r, r.rows)
+        ver = pa.array(r.ver[r.rows].astype(np.int16))
+        direction = pa.array(["request", "response"], pa.string()).take(
+            (~r.a.request[r.rows]).astype(np.int64)
+        )
+        body = _slices(r.a.data, r.body[r.rows], r.a.off[r.rows] + r.a.size[r.rows] - r.body[r.rows], None,
+                       pa.binary())  # fmt: skip
+        capture = pa.array([self.capture], pa.string()).take(np.zeros(len(r.rows), np.int64))
+        columns = [capture, direction, names, ver, *self.frame_columns(r, r.rows), body]
+        return pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
+
+    def rows(self, a: FrameArrays) -> _Rows:
+        """The chunk's headers read and its responses paired: the frames that are kept,
+        grouped by (direction, message, version); the rest to rejects. Counts go to the summary."""
         summary = self.summary
         for _, item in sorted(a.others, key=lambda x: x[0]):
             if isinstance(item, PartialFrame | SkippedBytes):
@@ -448,8 +522,13 @@ class _Headers:
         rows = at[ok[at]]
         # grouped by (direction, message, version), frames in capture order within each
         rank = np.where(a.request[rows], self.ranks[0][key[rows]], self.ranks[1][key[rows]])
-        rows = rows[np.lexsort((ver[rows], rank, ~a.request[rows]))]
-        return self._columns(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_ts)
+        by = np.lexsort((ver[rows], rank, ~a.request[rows]))
+        rows = rows[by]
+        group = (~a.request[rows]).astype(np.int64) << 40 | rank[by] << 16 | ver[rows]
+        bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(rows)]
+        r = _Rows(a, rows, key, ver, corr, cid_off, cid_len, client_ids, tags, body, request_ts, bounds)
+        self._count(r)
+        return r
 
     def _response_hv(self, key: np.ndarray, ver: np.ndarray) -> np.ndarray:
         keys, versions = self.response_hv.shape
@@ -459,14 +538,11 @@ class _Headers:
             out[j] = self.specs.response_header_version(int(key[j]), int(ver[j]))
         return out
 
-    def _columns(self, a: FrameArrays, rows: np.ndarray, key: np.ndarray, ver: np.ndarray, corr: np.ndarray,
-                 cid_off: np.ndarray, cid_len: np.ndarray, client_ids: dict[int, str | None],
-                 tags: dict[int, list[tuple[int, bytes]]], body: np.ndarray, request_ts: np.ndarray
-                 ) -> pa.Table:  # fmt: skip
+    def _count(self, r: _Rows) -> None:
+        """Per (api, version) in the summary: requests, responses, bytes, latencies."""
+        a, rows, key, ver = r.a, r.rows, r.key, r.ver
         is_req = a.request[rows]
-        req_ts = np.where(is_req, 0, request_ts[rows])
-        latency = np.where(is_req, 0, a.ts_first[rows] - req_ts)
-        # per (api, version): requests, responses, bytes, latencies (responses in row order)
+        latency = np.where(is_req, 0, a.ts_first[rows] - r.request_ts[rows])
         groups, group_of = np.unique(key[rows] * 65536 + ver[rows], return_inverse=True)
         counts = [np.bincount(group_of, weights=w, minlength=len(groups)).astype(np.int64).tolist()
                   for w in (is_req, ~is_req, a.size[rows] + 4)]  # fmt: skip
@@ -485,46 +561,50 @@ class _Headers:
             members = by_group[bounds[g] : bounds[g + 1]]
             # an int64 array per chunk (8 bytes a response; a list of ints would be 36)
             s["latency"].append(latency[members[~is_req[members]]])
-        # message names: one string per (api key, direction), taken per row
-        codes, code_of = np.unique(key[rows] * 2 + ~is_req, return_inverse=True)
+
+    def names_of(self, r: _Rows, rows: np.ndarray) -> pa.Array:
+        """The message name of each of ``rows``: one string per (api key, direction), taken."""
+        is_req = r.a.request[rows]
+        codes, code_of = np.unique(r.key[rows] * 2 + ~is_req, return_inverse=True)
         names = pa.array([self.names[c % 2][c // 2] for c in codes.tolist()], pa.string())
-        for c in a.conns[len(self.clients) :]:  # connections new in this chunk
-            self.clients.append(_addr(c.client_ip, c.client_port))
-            self.brokers.append(_addr(c.server_ip, c.server_port))
-        conn_names = pa.array(self.clients, pa.string())
-        broker_names = pa.array(self.brokers, pa.string())
+        return names.take(code_of.ravel())
+
+    def frame_columns(self, r: _Rows, rows: np.ndarray) -> list[pa.Array]:
+        """The FRAME_COLUMNS of ``rows`` (frames of ``r.a``)."""
+        a = r.a
+        is_req = a.request[rows]
+        req_ts = np.where(is_req, 0, r.request_ts[rows])
+        latency = np.where(is_req, 0, a.ts_first[rows] - req_ts)
+        if len(a.conns) > len(self.clients):  # connections new in this chunk
+            clients, brokers = _endpoints(a.conns, len(self.clients))
+            self.clients = pa.concat_arrays([self.clients, clients])
+            self.brokers = pa.concat_arrays([self.brokers, brokers])
         conn = pa.array(a.conn[rows])
-        cid_starts, cid_lens = cid_off[rows].copy(), cid_len[rows].copy()
+        cid_starts, cid_lens = r.cid_off[rows].copy(), r.cid_len[rows].copy()
         data = a.data
-        if client_ids:  # headers the Python parser read: their client ids go after the data
+        if r.client_ids:  # headers the Python parser read: their client ids go after the data
             extra = bytearray()
             for j, i in enumerate(rows.tolist()):
-                if i in client_ids:
-                    cid = client_ids[i]
+                if i in r.client_ids:
+                    cid = r.client_ids[i]
                     raw = b"" if cid is None else cid.encode()
                     cid_starts[j], cid_lens[j] = len(data) + len(extra), -1 if cid is None else len(raw)
                     extra += raw
             data = np.concatenate([data, np.frombuffer(bytes(extra), np.uint8)])
         cid_lens[~is_req] = -1
         ts_type = pa.timestamp("ns", "UTC")
-        columns = [
-            pa.array([self.capture], pa.string()).take(np.zeros(len(rows), np.int64)),
-            pa.array(["request", "response"], pa.string()).take((~is_req).astype(np.int64)),
-            names.take(code_of.ravel()),
-            pa.array(ver[rows].astype(np.int16)),
-            conn_names.take(conn),
-            broker_names.take(conn),
+        return [
+            self.clients.take(conn),
+            self.brokers.take(conn),
             pa.array(a.ts_first[rows]).cast(ts_type),
             pa.array(a.ts_last[rows]).cast(ts_type),
-            pa.array(corr[rows].astype(np.int32)),
-            pa.array(ver[rows].astype(np.int16)),
+            pa.array(r.corr[rows].astype(np.int32)),
+            pa.array(r.ver[rows].astype(np.int16)),
             _slices(data, cid_starts, np.maximum(cid_lens, 0), cid_lens >= 0, pa.string()),
-            _tags_column(rows, tags),
+            _tags_column(rows, r.tags),
             pa.array(req_ts, mask=is_req).cast(ts_type),
             pa.array(latency, mask=is_req),
-            _slices(a.data, body[rows], a.off[rows] + a.size[rows] - body[rows], None, pa.binary()),
         ]
-        return pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
 
 
 def _frame_bytes(a: FrameArrays, i: int) -> bytes:
@@ -639,68 +719,129 @@ def decode_frames(
     table per message type (the all-versions schema after the frame columns); bodies that do
     not decode become rows of ``_rejects``."""
     summary = Summary() if summary is None else summary
-    rejects: list[dict[str, Any]] = []
     tables: dict[str, list[pa.Table]] = defaultdict(list)
+    rejects: list[pa.Table] = []
     expect(frames.column("_body").nbytes)  # many small batches of one big job
-    work = []
     if len(frames):
-        # groups in (message, version) order, rows in frame order within each: one sort,
-        # then each group is a slice
-        # ordered as frames_table groups them (direction, message, version), so that its
-        # frames need no reordering
+        # groups ordered as frames_table orders them (direction, message, version), rows in
+        # frame order within each, so that its frames need no reordering; each group a slice
         names = frames.column("_message").combine_chunks().dictionary_encode()
         codes = np.asarray(names.indices)
         rank = np.argsort(np.argsort(np.asarray(names.dictionary.to_pylist(), object)))
         responses = pc.equal(frames.column("_direction"), "response").to_numpy(zero_copy_only=False)
         versions = frames.column("_version").to_numpy().astype(np.int64)
         key = (responses.astype(np.int64) * len(rank) + rank[codes]) * 65536 + versions
-        order = np.argsort(key, kind="stable")
         if (np.diff(key) < 0).any():  # frames_table gives each capture's frames grouped
+            order = np.argsort(key, kind="stable")
             frames, key, versions = frames.take(order), key[order], versions[order]
         bounds = np.flatnonzero(np.diff(key)) + 1
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(key)], strict=True):
-            work.append((str(frames["_message"][lo]), int(versions[lo]), frames.slice(lo, hi - lo)))
+            group = frames.slice(lo, hi - lo)
+            message, version = str(frames["_message"][lo]), int(versions[lo])
+            # copies of the rows, not slices: a slice would keep the whole chunk's columns alive
+            bodies, frame = (
+                group.column("_body").combine_chunks(),
+                group.select(["_capture", *FRAME_COLUMNS.names]),
+            )
+            _decode_group(specs, summary, message, version, bodies, frame, tables, rejects, copy=True)
+    return (
+        {message: pa.concat_tables(parts) for message, parts in tables.items()},
+        pa.concat_tables(rejects) if rejects else REJECT_SCHEMA.empty_table(),
+    )
+
+
+def _decode_rows(
+    headers: _Headers, r: _Rows, specs: SpecSet, summary: Summary
+) -> tuple[dict[str, list[pa.Table]], list[pa.Table]]:
+    """``decode_frames`` for a chunk's rows straight from their arrays: each group's bodies
+    are decoded where they lie in the chunk's buffer, and no frames table is built."""
+    a = r.a
+    frame = pa.Table.from_arrays(headers.frame_columns(r, r.rows), schema=FRAME_COLUMNS)
+    ends = a.off + a.size
+    expect(int((ends[r.rows] - r.body[r.rows]).sum()))  # many small batches of one big job
+    tables: dict[str, list[pa.Table]] = defaultdict(list)
+    rejects: list[pa.Table] = []
+    for lo, hi in zip(r.bounds[:-1], r.bounds[1:], strict=True):
+        if lo == hi:
+            continue
+        rows = r.rows[lo:hi]
+        first = int(rows[0])
+        message = headers.names[0 if a.request[first] else 1][int(r.key[first])]
+        bodies = Ranges(a.data, r.body[rows], ends[rows])
+        _decode_group(specs, summary, message, int(r.ver[first]), bodies, frame.slice(lo, hi - lo), tables,
+                      rejects, copy=False, capture=headers.capture)  # fmt: skip
+    return tables, rejects
+
+
+def _decode_group(
+    specs: SpecSet,
+    summary: Summary,
+    message: str,
+    version: int,
+    bodies: pa.Array | Ranges,
+    frame: pa.Table,
+    tables: dict[str, list[pa.Table]],
+    rejects: list[pa.Table],
+    *,
+    copy: bool,
+    capture: str | None = None,
+) -> None:
+    """Decode one (message, version) group of bodies, with ``frame`` their FRAME_COLUMNS (and
+    ``_capture`` unless ``capture`` names it): rows to ``tables[message]``, bodies that do not
+    decode to ``rejects``. ``copy``: the rows kept are copies even when all decode."""
+    n = len(bodies.starts) if isinstance(bodies, Ranges) else len(bodies)
+    work = [(version, np.arange(n))]
     while work:
-        message, version, group = work.pop(0)
-        bodies = group.column("_body").combine_chunks()
-        batch, bad = specs.decode(bodies, message, version, errors="null", all_versions=True)
-        good = np.ones(len(group), dtype=bool)
-        retry: list[int] = []
-        bad_rows = bad.to_pylist()
-        where = group.take(pa.array([row["index"] for row in bad_rows], pa.int64())).select(
-            ["_capture", "_client", "_broker", "_ts_first"]
-        )
-        for row, f in zip(bad_rows, where.to_pylist(), strict=True):
-            i = row["index"]
-            good[i] = False
-            body = bodies[i].as_py()
-            if message == "ApiVersionsResponse" and version > 0 and _v0_error(specs, body):
+        v, pos = work.pop(0)
+        sub = bodies if len(pos) == n else bodies.take(pos)
+        batch, bad = specs.decode(sub, message, v, errors="null", all_versions=True)
+        body = pa.Table.from_batches([batch])
+        if bad.num_rows:
+            index = bad.column("index").to_numpy()
+            if message == "ApiVersionsResponse" and v > 0:
                 # A broker answers an ApiVersions version it does not know with an error in the
                 # v0 layout, and clients read it so (Kafka's ApiVersionsResponse.parse): so do we.
-                retry.append(i)
-                continue
-            stat = summary.per_api.get((message.removesuffix("Request").removesuffix("Response"), version))
-            if stat is not None:
-                stat["rejects"] += 1
-            direction = "request" if message.endswith("Request") else "response"
-            _reject(summary, rejects, f["_capture"], row["error"], row["reason"], body, client=f["_client"],
-                    broker=f["_broker"], ts=f["_ts_first"], direction=direction, message=message,
-                    version=version, path=row["path"], offset=row["offset"])  # fmt: skip
-        if retry:
-            work.append((message, 0, group.take(retry)))
-        body = pa.Table.from_batches([batch])
-        # a copy of the rows, not a slice: a slice would keep the whole chunk's columns alive
-        kept = group.select(FRAME_COLUMNS.names).filter(pa.array(good))
-        if not good.all():
-            body = body.filter(pa.array(good))
+                retry = np.array([_v0_error(specs, b) for b in bad.column("body").to_pylist()], np.bool_)
+                if retry.any():
+                    work.append((0, pos[index[retry]]))
+            else:
+                retry = np.zeros(len(index), np.bool_)
+            if not retry.all():
+                rejects.append(_body_rejects(summary, message, v, bad.filter(pa.array(~retry)),
+                                             frame.take(pos[index[~retry]]), capture))  # fmt: skip
+            good = np.ones(len(pos), np.bool_)
+            good[index] = False
+            body, pos = body.filter(pa.array(good)), pos[good]
+        kept = frame.take(pos) if copy or len(pos) != n else frame
         body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
         summary.rows += kept.num_rows
         schema = pa.schema([*FRAME_COLUMNS, *body.schema], metadata=body.schema.metadata)
-        tables[message].append(pa.Table.from_arrays([*kept.columns, *body.columns], schema=schema))
-    return (
-        {message: pa.concat_tables(parts) for message, parts in tables.items()},
-        pa.Table.from_pylist(rejects, schema=REJECT_SCHEMA),
-    )
+        tables[message].append(pa.Table.from_arrays([*kept.select(FRAME_COLUMNS.names).columns,
+                                                     *body.columns], schema=schema))  # fmt: skip
+
+
+def _body_rejects(
+    summary: Summary, message: str, version: int, bad: pa.Table, frame: pa.Table, capture: str | None
+) -> pa.Table:
+    """Rows of _rejects for bodies that did not decode (``bad``: the decoder's rejects; ``frame``
+    their frames' columns)."""
+    n = bad.num_rows
+    summary.rejects += n
+    stat = summary.per_api.get((message.removesuffix("Request").removesuffix("Response"), version))
+    if stat is not None:
+        stat["rejects"] += n
+    direction = "request" if message.endswith("Request") else "response"
+    columns = [
+        pa.repeat(pa.scalar(capture, pa.string()), n) if capture is not None else frame.column("_capture"),
+        frame.column("_client"),
+        frame.column("_broker"),
+        pa.repeat(pa.scalar(direction, pa.string()), n),
+        frame.column("_ts_first"),
+        pa.repeat(pa.scalar(message, pa.string()), n),
+        pa.repeat(pa.scalar(version, pa.int16()), n),
+        *bad.select(["error", "reason", "path", "offset", "body"]).columns,
+    ]
+    return pa.Table.from_arrays(columns, schema=REJECT_SCHEMA)
 
 
 # Decoded rows held, over all tables, before each table's are written as a row group: few,
@@ -731,18 +872,20 @@ def decode_capture(
         # few, large row groups: each costs metadata kept in memory until the file is closed
         if out is not None and held[message]:
             if message not in writers:
-                writers[message] = pq.ParquetWriter(out / f"{message}.parquet", schema)
+                writers[message] = pq.ParquetWriter(
+                    out / f"{message}.parquet", schema, use_dictionary=_byte_array_columns(schema)
+                )
             writers[message].write_table(pa.concat_tables(held[message]))
         held[message] = []
 
     try:
-        for frames, rejects in frame_chunks(captures, specs, broker_ports=broker_ports, summary=summary,
-                                            chunk_bytes=chunk_bytes, progress=progress):  # fmt: skip
-            tables, bad = decode_frames(frames, specs, summary=summary)
-            held["_rejects"] += [rejects, bad]
-            for message, table in tables.items():
-                summary.tables[message] = summary.tables.get(message, 0) + table.num_rows
-                held[message].append(table)
+        chunks = _row_chunks(captures, specs, broker_ports, summary, chunk_bytes, progress)
+        for headers, rows, rejects in chunks:
+            tables, bad = _decode_rows(headers, rows, specs, summary)
+            held["_rejects"] += [rejects, *bad]
+            for message, parts in tables.items():
+                summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
+                held[message] += parts
             if sum(t.nbytes for parts in held.values() for t in parts) >= HELD_BYTES:
                 for message, parts in list(held.items()):
                     if parts:
@@ -756,6 +899,29 @@ def decode_capture(
         for w in writers.values():
             w.close()
     return summary
+
+
+def _byte_array_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet paths of the string and binary leaves of ``schema``: the columns worth a
+    dictionary (hosts, topics, client ids repeat). Numbers are written plain: dictionaries for
+    every leaf of the nested tables cost 15% of the writing, for little size."""
+    out: list[str] = []
+
+    def walk(path: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f"{path}.{f.name}", f.type)
+        elif pa.types.is_map(t):
+            walk(f"{path}.key_value.key", t.key_type)
+            walk(f"{path}.key_value.value", t.item_type)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(f"{path}.list.element", t.value_type)
+        elif pa.types.is_string(t) or pa.types.is_binary(t):
+            out.append(path)
+
+    for f in schema:
+        walk(f.name, f.type)
+    return out
 
 
 def bound_heap() -> None:

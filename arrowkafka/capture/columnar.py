@@ -31,7 +31,7 @@ import os
 import shutil
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple
 
@@ -79,13 +79,13 @@ class FrameArrays:
     ts_first: np.ndarray  # int64 ns
     ts_last: np.ndarray  # int64 ns
     order: np.ndarray  # int64: when the capture completed the frame
-    conns: list[ConnKey]  # every connection so far (shared by a capture's chunks)
+    conns: Sequence[ConnKey]  # every connection so far (shared by a capture's chunks)
     # Partial frames and skipped bytes, with their order: they become rejects.
     others: list[tuple[int, FrameItem]] = field(default_factory=list)
     position: int = 0  # capture file bytes read when this chunk was done (for progress)
 
     @classmethod
-    def empty(cls, conns: list[ConnKey]) -> FrameArrays:
+    def empty(cls, conns: Sequence[ConnKey]) -> FrameArrays:
         z = np.zeros(0, np.int64)
         return cls(np.zeros(0, np.uint8), z, z, z, np.zeros(0, np.bool_), z, z, z, conns)
 
@@ -103,6 +103,34 @@ class FrameArrays:
         self.ts_first = np.concatenate([self.ts_first, cols[3]])
         self.ts_last = np.concatenate([self.ts_last, cols[4]])
         self.order = np.concatenate([self.order, cols[5]])
+
+
+class Conns(Sequence[ConnKey]):
+    """A capture's connections by number: first those the kernels take, as rows of the flow
+    table (made into ``ConnKey``s only when asked for: a capture may have a great many), then
+    those the Python layers find, in the order found."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        # (n, 37) uint8: client ip, broker ip (16 bytes each), ip version, client port, broker
+        # port (big-endian): the flow table's layout, client to broker
+        self.rows = rows
+        self.extra: list[ConnKey] = []
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.extra)
+
+    def __getitem__(self, i: int) -> ConnKey:  # type: ignore[override]
+        if i < 0:
+            i += len(self)
+        if 0 <= i < len(self.rows):
+            r = self.rows[i]
+            ip = 4 if r[32] == 4 else 16
+            return ConnKey(r[0:ip].tobytes(), int(r[33]) << 8 | int(r[34]), r[16 : 16 + ip].tobytes(),
+                           int(r[35]) << 8 | int(r[36]))  # fmt: skip
+        return self.extra[i - len(self.rows)]
+
+    def append(self, conn: ConnKey) -> None:
+        self.extra.append(conn)
 
 
 class _Chunk(NamedTuple):
@@ -402,17 +430,14 @@ def _frames(
     a capture still being written may have grown since."""
     nflows = len(fast)
     pass2 = _Flows(broker_ports, max_frame_size)  # the census again, for its ``skip``
-    conns: list[ConnKey] = []
-    conn_id: dict[ConnKey, int] = {}
     flow_conn = np.full(nflows, -1, np.int64)
     to_broker = flows.to_broker(slice(0, nflows))
-    sports, dports = flows.ports_of(slice(0, nflows))
-    for fl in np.flatnonzero(fast & to_broker).tolist():
-        r = flows.keys[fl]
-        ip = 4 if r[32] == 4 else 16
-        ck = ConnKey(r[0:ip].tobytes(), int(sports[fl]), r[16 : 16 + ip].tobytes(), int(dports[fl]))
-        conn_id[ck] = flow_conn[fl] = flow_conn[flows.reverse[fl]] = len(conns)
-        conns.append(ck)
+    # the kernels' connections, numbered by their client-to-broker direction
+    ends = np.flatnonzero(fast & to_broker)
+    conns = Conns(flows.keys[ends])
+    flow_conn[ends] = flow_conn[flows.reverse[ends]] = np.arange(len(ends))
+    # the Python layers' connections (never a kernel's: a connection is one or the other)
+    conn_id: dict[ConnKey, int] = {}
     min_size = np.where(to_broker, 8, 4).astype(np.int64)
     carry: dict[int, tuple[bytes, int, int]] = {}  # flow -> unfinished frame bytes, their times
     slow = _SlowPath(broker_ports, max_frame_size, st, conns, conn_id)
@@ -453,7 +478,7 @@ def _fast_frames(
     min_size: np.ndarray,
     max_frame_size: int,
     base: int,
-    conns: list[ConnKey],
+    conns: Conns,
     flow_conn: np.ndarray,
     to_broker: np.ndarray,
 ) -> FrameArrays:
@@ -505,7 +530,7 @@ class _SlowPath:
         broker_ports: frozenset[int],
         max_frame_size: int,
         st: CaptureStats,
-        conns: list[ConnKey],
+        conns: Conns,
         conn_id: dict[ConnKey, int],
     ) -> None:
         self.reasm = TcpReassembler()
