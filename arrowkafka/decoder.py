@@ -315,23 +315,18 @@ def _rejects(plan: Plan, array: pa.Array | Ranges, run: _Run) -> pa.Table:
     if not run.bad.any():
         return _NO_REJECTS  # (building an empty table costs more than most small batches)
     cols: dict[str, list[Any]] = {name: [] for name in REJECT_SCHEMA.names}
-    for i in np.flatnonzero(run.bad):
-        body = array.body(int(i)) if isinstance(array, Ranges) else array[int(i)].as_py()
+    # one body at a time through the same kernel: a run over one range, moved from body to body
+    one = _Run(plan, run.data, np.zeros(1, np.int64), np.zeros(1, np.int64), False)
+    one.fn = run.fn
+    nn = len(plan.nodes)
+    for i in np.flatnonzero(run.bad).tolist():
+        body = array.body(i) if isinstance(array, Ranges) else array[i].as_py()
         if body is None:
             error, reason, path, offset = "Corrupt", "a null body", "$", 0
         else:
-            one = _Run(plan, np.frombuffer(body + b"\0", np.uint8), np.zeros(1, np.int64),
-                       np.array([len(body)], np.int64), False)  # fmt: skip
-            one.fn = run.fn
+            one.starts[0], one.ends[0] = run.starts[i], run.ends[i]
             try:
-                one.call(
-                    0,
-                    1,
-                    False,
-                    np.zeros(len(plan.nodes), np.int64),
-                    np.zeros(len(plan.nodes), np.int64),
-                    None,
-                )
+                one.call(0, 1, False, np.zeros(nn, np.int64), np.zeros(nn, np.int64), None)
                 raise AssertionError("a rejected body decoded alone")
             except DecodeError as e:
                 error, reason, path, offset = type(e).__name__, e.reason, e.path, e.offset

@@ -189,11 +189,17 @@ def parse_packets(
 
 @njit(cache=True, nogil=True)
 def _hash(row):
-    """FNV-1a, 32 bits (products stay below 2**63: no overflow in either tier)."""
+    """FNV-1a over a 37-byte flow key's 32-bit words, then a final mix so that every byte
+    reaches the low bits (the slot); products stay below 2**63: no overflow in either tier."""
+    mask = np.int64(0xFFFFFFFF)
     h = np.int64(2166136261)
-    for j in range(len(row)):
-        h = ((h ^ np.int64(row[j])) * np.int64(16777619)) & np.int64(0xFFFFFFFF)
-    return h
+    for j in range(0, 36, 4):
+        w = (np.int64(row[j]) << 24) | (np.int64(row[j + 1]) << 16) | (np.int64(row[j + 2]) << 8) | row[j + 3]
+        h = ((h ^ w) * np.int64(16777619)) & mask
+    h = ((h ^ np.int64(row[36])) * np.int64(16777619)) & mask
+    h ^= h >> 16
+    h = (h * np.int64(0x45D9F3B)) & mask
+    return h ^ (h >> 16)
 
 
 @njit(cache=True, nogil=True)
