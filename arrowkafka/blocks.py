@@ -20,7 +20,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["KEEP_BYTES", "block"]
+__all__ = ["KEEP_BYTES", "array", "block"]
 
 SMALLEST = 1 << 20  # below this, Arrow's pool (its small blocks stay in its own pages)
 KEEP_BYTES = 256 << 20  # blocks kept, in use or free, in all
@@ -57,3 +57,9 @@ def block(nbytes: int) -> np.ndarray:
         if held + size <= KEEP_BYTES:
             _kept.append(fresh)
         return fresh[:nbytes]
+
+
+def array(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """A writable array of ``shape`` and ``dtype`` over a block (contents undefined)."""
+    dt = np.dtype(dtype)
+    return block(int(np.prod(shape)) * dt.itemsize).view(dt).reshape(shape)

@@ -37,6 +37,7 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
+from arrowkafka.blocks import array, block
 from arrowkafka.kernels import capture as k
 
 from .frames import (
@@ -203,8 +204,7 @@ def _pcap_chunks(
         if not len(buf):
             break
         most = len(buf) // 16 + 1
-        rec_off, caplen = np.empty(most, np.int64), np.empty(most, np.int64)
-        origlen, ts = np.empty(most, np.int64), np.empty(most, np.int64)
+        rec_off, caplen, origlen, ts = array((4, most), np.int64)
         n, pos, status = k.pcap_records(buf, 0, order == ">", frac_ns, limit, rec_off, caplen, origlen, ts)
         if status == 2:
             incl = struct.unpack_from(order + "I", buf[pos + 8 : pos + 12].tobytes())[0]
@@ -228,7 +228,7 @@ def _read(f: BinaryIO, rest: np.ndarray, n: int) -> np.ndarray:
     in place. (Not a memory map of the file, though that measured up to 13% faster end to end:
     a file truncated while mapped kills the reader. Nor a reused block: the kernel's copy into
     fresh pages costs no more, and the blocks kept would add to the peak.)"""
-    out = np.empty(len(rest) + n, np.uint8)
+    out = block(len(rest) + n)
     out[: len(rest)] = rest
     got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]
     view = out[: len(rest) + (got or 0)]
@@ -252,11 +252,14 @@ class _Segments(NamedTuple):
 
 def _segments(c: _Chunk, link: PacketStats | None) -> _Segments:
     n = len(c.rec_off)
-    kind = np.full(n, k.K_MALFORMED, np.int8)
-    addr = np.zeros((n, 37), np.uint8)  # src ip, dst ip (16 each), ip version, sport, dport
-    sport, dport = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    seq, flags = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    pay_off, pay_len, wire_len = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    # over blocks kept from chunk to chunk: fresh memory costs a page fault a page
+    kind = array(n, np.int8)
+    kind[:] = k.K_MALFORMED
+    addr = array((n, 37), np.uint8)  # src ip, dst ip (16 each), ip version, sport, dport
+    addr[:] = 0
+    sport, dport, seq, flags, pay_off, pay_len, wire_len = array((7, n), np.int64)
+    for column in (sport, dport, seq, flags, pay_off, pay_len, wire_len):
+        column[:] = 0
     k.parse_packets(c.buf, c.rec_off, c.caplen, c.linktype, kind, addr, sport, dport, seq, flags, pay_off,
                     pay_len, wire_len)  # fmt: skip
     buf = c.buf
@@ -501,7 +504,7 @@ def _fast_frames(
     carry_buf = np.frombuffer(b"".join(b for b, _, _ in carried), np.uint8)
     out_len = carry_len + np.bincount(inverse, weights=pay_len[segs], minlength=len(local)).astype(np.int64)
     out_start = np.cumsum(out_len) - out_len
-    data = np.empty(int(out_len.sum()), np.uint8)
+    data = block(int(out_len.sum()))  # kept from chunk to chunk: no page faults after the first
     seg_pos = np.zeros(len(order), np.int64)
     k.assemble(seg.buf, order, lstart, carry_buf, carry_off, carry_len, pay_off, pay_len, out_start, data,
                seg_pos)  # fmt: skip
