@@ -200,12 +200,17 @@ def kafkajs_seconds(name: str, n: int) -> float | None:
 def capture_rows() -> list[dict[str, object]]:
     """Captures to Parquet, end to end in a fresh process each: MB/s of capture, peak RSS (the
     process's VmHWM: ru_maxrss would carry over this parent's high-water mark)."""
+    from benchmarks.bulk_capture import CaptureUnavailable, bulk_capture
     from benchmarks.data import big_capture
 
     rows = []
     # copies of a real capture: 8, 80 and 240 MB; memory must not grow with the capture
-    for copies in (100, 1000, 3000):
-        pcap = big_capture(copies)
+    captures = [(f"pcap tansu_confluent x{copies}", big_capture(copies)) for copies in (100, 1000, 3000)]
+    try:  # and a live capture of bulk traffic (180 MB in 2,100 frames: Produce 90 KB, Fetch 5 MB)
+        captures.append(("pcap bulk produce/fetch", bulk_capture()))
+    except CaptureUnavailable as e:
+        print(f"  no bulk capture row: {e}", file=sys.stderr)
+    for workload, pcap in captures:
         code = (
             "import sys, tempfile, time\n"
             "import arrowkafka as ak\n"
@@ -225,7 +230,7 @@ def capture_rows() -> list[dict[str, object]]:
         )
         seconds, rss_kb = out.stdout.split()
         size = pcap.stat().st_size
-        rows.append({"workload": f"pcap tansu_confluent x{copies}", "impl": "arrowkafka (1 thread)",
+        rows.append({"workload": workload, "impl": "arrowkafka (1 thread)",
                      "messages_per_s": None, "mb_per_s": size / float(seconds) / 1e6,
                      "ratio_to_best_peer": None, "share_of_memcpy": None,
                      "capture_bytes": size, "peak_rss_mb": int(rss_kb) / 1024})  # fmt: skip
