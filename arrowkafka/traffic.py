@@ -154,6 +154,9 @@ def _ip(ip: bytes) -> str:
     return ".".join(str(b) for b in ip) if len(ip) == 4 else f"[{ip.hex(':', 2)}]"
 
 
+_OCTETS = pa.array([str(i) for i in range(256)], pa.string())
+
+
 def _endpoints(conns: Sequence[ConnKey], start: int) -> tuple[pa.Array, pa.Array]:
     """The client and broker ``ip:port`` strings of connections ``start`` onwards: those the
     kernels took formatted as arrays (IPv4; IPv6 as ``_addr`` does), the others one by one."""
@@ -163,7 +166,7 @@ def _endpoints(conns: Sequence[ConnKey], start: int) -> tuple[pa.Array, pa.Array
         v6 = np.flatnonzero(rows[:, 32] != 4)
         for side, ip_at, port_at in ((0, 0, 33), (1, 16, 35)):
             port = (rows[:, port_at].astype(np.int64) << 8) | rows[:, port_at + 1]
-            octets = [pa.array(rows[:, ip_at + j]).cast(pa.string()) for j in range(4)]
+            octets = [_OCTETS.take(rows[:, ip_at + j]) for j in range(4)]
             text = pc.binary_join_element_wise(
                 pc.binary_join_element_wise(*octets, "."), pa.array(port).cast(pa.string()), ":"
             )
@@ -862,13 +865,14 @@ def decode_capture(
         out.mkdir(parents=True, exist_ok=True)
     writers: dict[str, pq.ParquetWriter] = {}
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
+    held_bytes = 0
 
     def write(message: str, schema: pa.Schema) -> None:
         # few, large row groups: each costs metadata kept in memory until the file is closed
         if out is not None and held[message]:
             if message not in writers:
                 writers[message] = pq.ParquetWriter(
-                    out / f"{message}.parquet", schema, use_dictionary=_byte_array_columns(schema)
+                    out / f"{message}.parquet", schema, **_writer_options(schema)
                 )
             writers[message].write_table(pa.concat_tables(held[message]))
         held[message] = []
@@ -881,10 +885,12 @@ def decode_capture(
             for message, parts in tables.items():
                 summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
                 held[message] += parts
-            if sum(t.nbytes for parts in held.values() for t in parts) >= HELD_BYTES:
+                held_bytes += sum(t.nbytes for t in parts)
+            if held_bytes >= HELD_BYTES:
                 for message, parts in list(held.items()):
                     if parts:
                         write(message, parts[0].schema)
+                held_bytes = 0
         for message, parts in list(held.items()):
             if parts:
                 write(message, parts[0].schema)
@@ -894,6 +900,17 @@ def decode_capture(
         for w in writers.values():
             w.close()
     return summary
+
+
+def _writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """How a table is written: dictionaries for its strings and binaries only; statistics for
+    its top-level columns only (what readers skip row groups by: times, ids, versions); values
+    handed to the encoders 64K at a time, not 1K. (80 MB of capture: writing 254 to 230 ms.)"""
+    return {
+        "use_dictionary": _byte_array_columns(schema),
+        "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
+        "write_batch_size": 1 << 16,
+    }
 
 
 def _byte_array_columns(schema: pa.Schema) -> list[str]:
