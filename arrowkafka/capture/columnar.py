@@ -14,7 +14,8 @@ Which is which is known only at the end of a connection, so the capture is read 
 chunk of packets at a time (memory is bounded by the chunk, not the capture):
 
 1. the census: packet headers, a number per direction (a hash table kept across chunks) and
-   a small state per direction that follows its TCP sequence and Kafka frame sizes;
+   a small state per direction that follows its TCP sequence and Kafka frame sizes; each
+   segment's direction and retransmitted bytes go to a spill file (4 bytes a segment);
 2. the frames: per chunk, each clean direction's new bytes after the bytes carried from the
    previous chunk (an unfinished frame), cut into frames; the other connections' packets go
    to one Python reassembler and framer that live for the whole capture.
@@ -397,22 +398,30 @@ def capture_frame_chunks(
     """The Kafka frames of a capture, one ``FrameArrays`` per chunk; see the module docs."""
     st = stats if stats is not None else CaptureStats()
     f, owned = _rereadable(source)
+    spill: BinaryIO | None = None
     try:
         start = f.tell()
         flows = _Flows(broker_ports, max_frame_size)
         packets = 0
+        # what pass 2 needs of each segment, kept on disk: 4 bytes a segment, not a second census
+        spill = tempfile.TemporaryFile()  # type: ignore[assignment]
         for c in _chunks(f, None, strict, min(chunk_bytes, READ_BYTES)):  # 1: the census
             seg = _segments(c, None)
-            flows.census(seg, flows.ids(seg))
+            flow_of = flows.ids(seg)
+            skip = flows.census(seg, flow_of)
+            _spill(spill, flow_of, skip)
             packets = c.base + len(c.rec_off)
         fast = flows.fast()
         f.seek(start)
-        pieces = _frames(f, flows, fast, broker_ports, max_frame_size, strict, st,
+        spill.seek(0)
+        pieces = _frames(f, flows, fast, spill, broker_ports, max_frame_size, strict, st,
                          min(chunk_bytes, READ_BYTES), packets)  # fmt: skip
         yield from _joined(pieces, chunk_bytes)
     finally:
         if owned:
             f.close()
+        if spill is not None:
+            spill.close()
 
 
 def capture_frame_arrays(
@@ -445,10 +454,33 @@ def _joined(parts: Iterator[FrameArrays], nbytes: int) -> Iterator[FrameArrays]:
         yield FrameArrays.join(held)
 
 
+def _spill(spill: BinaryIO, flow_of: np.ndarray, skip: np.ndarray) -> None:
+    """A piece's census results to the spill file: each segment's direction (4 bytes), and
+    the few segments with retransmitted bytes to skip, as (segment, bytes) pairs."""
+    some = np.flatnonzero(skip)
+    spill.write(np.array([len(some)], np.int32).tobytes())
+    spill.write(flow_of.astype(np.int32).tobytes())
+    spill.write(np.concatenate([some, skip[some]]).astype(np.int32).tobytes())
+
+
+def _unspill(spill: BinaryIO, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The next piece's (direction, bytes to skip) per segment, for its ``n`` segments."""
+    head = spill.read(4)
+    flow_of = np.frombuffer(spill.read(4 * n), np.int32).astype(np.int64)
+    if len(head) != 4 or len(flow_of) != n:
+        raise AssertionError("the census saw other segments")  # a bug, never bad input
+    some = int(np.frombuffer(head, np.int32)[0])
+    pairs = np.frombuffer(spill.read(8 * some), np.int32).astype(np.int64)
+    skip = np.zeros(n, np.int64)
+    skip[pairs[:some]] = pairs[some:]
+    return flow_of, skip
+
+
 def _frames(
     f: BinaryIO,
     flows: _Flows,
     fast: np.ndarray,
+    spill: BinaryIO,
     broker_ports: frozenset[int],
     max_frame_size: int,
     strict: bool,
@@ -460,7 +492,6 @@ def _frames(
     Python layers, fed in capture order, alive across chunks). Only the packets the census saw:
     a capture still being written may have grown since."""
     nflows = len(fast)
-    pass2 = _Flows(broker_ports, max_frame_size)  # the census again, for its ``skip``
     flow_conn = np.full(nflows, -1, np.int64)
     to_broker = flows.to_broker(slice(0, nflows))
     # the kernels' connections, numbered by their client-to-broker direction
@@ -481,8 +512,7 @@ def _frames(
             c = _Chunk(c.buf, c.rec_off[:n], c.caplen[:n], c.ts[:n], c.linktype[:n], c.base)
             st.packets = census_packets
         seg = _segments(c, st.link)
-        flow_of = pass2.ids(seg)
-        skip = pass2.census(seg, flow_of)
+        flow_of, skip = _unspill(spill, len(seg.tcp))  # the same pieces, so the same segments
         packets = c.base + len(c.rec_off)
         is_fast = fast[flow_of]
         st.tcp.segments += int(is_fast.sum())
