@@ -157,6 +157,7 @@ class _Run:
     ):
         self.plan, self.data, self.starts, self.ends, self.null_mode = plan, data, starts, ends, null_mode
         self.fn: Any = None
+        self._stubs: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
         n = len(starts)
         self.bad = np.zeros(n, np.uint8)
         self.reject_code = np.zeros(n, np.int32)
@@ -190,9 +191,11 @@ class _Run:
         if counts is None or dcounts is None:
             counts = dcounts = np.zeros(nn, np.int64)
         if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
-            z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
-            bases = (z64, z64, z64, np.full(nn, -1, np.int64))
-            arenas = (z8, z8.view(np.int16), z8.view(np.int32), z8.view(np.int64), z32, z8, z8)
+            if self._stubs is None:
+                z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
+                views = (z8, z8.view(np.int16), z8.view(np.int32), z8.view(np.int64), z32, z8, z8)
+                self._stubs = ((z64, z64, z64, np.full(nn, -1, np.int64)), views)
+            bases, arenas = self._stubs
         else:
             bases = (bufs.fixed_base, bufs.off_base, bufs.data_base, bufs.valid_base)
             arenas = (*bufs.views(), bufs.offs, bufs.bytes_out, bufs.valid)
@@ -319,14 +322,16 @@ def _rejects(plan: Plan, array: pa.Array | Ranges, run: _Run) -> pa.Table:
     one = _Run(plan, run.data, np.zeros(1, np.int64), np.zeros(1, np.int64), False)
     one.fn = run.fn
     nn = len(plan.nodes)
+    counts, dcounts = np.zeros(nn, np.int64), np.zeros(nn, np.int64)
     for i in np.flatnonzero(run.bad).tolist():
         body = array.body(i) if isinstance(array, Ranges) else array[i].as_py()
         if body is None:
             error, reason, path, offset = "Corrupt", "a null body", "$", 0
         else:
             one.starts[0], one.ends[0] = run.starts[i], run.ends[i]
+            counts[:] = dcounts[:] = 0
             try:
-                one.call(0, 1, False, np.zeros(nn, np.int64), np.zeros(nn, np.int64), None)
+                one.call(0, 1, False, counts, dcounts, None)
                 raise AssertionError("a rejected body decoded alone")
             except DecodeError as e:
                 error, reason, path, offset = type(e).__name__, e.reason, e.path, e.offset

@@ -842,8 +842,9 @@ def _body_rejects(
     return pa.Table.from_arrays(columns, schema=REJECT_SCHEMA)
 
 
-# Decoded rows held, over all tables, before each table's are written as a row group: few,
-# large row groups, whose count is what the writers keep in memory until they close.
+# Decoded rows held, over all tables, before each table's are written as a row group, counted
+# by the bytes of the frames they came from: few, large row groups, whose count is what the
+# writers keep in memory until they close.
 HELD_BYTES = 64 << 20
 
 
@@ -885,7 +886,7 @@ def decode_capture(
             for message, parts in tables.items():
                 summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
                 held[message] += parts
-                held_bytes += sum(t.nbytes for t in parts)
+            held_bytes += len(rows.a.data)
             if held_bytes >= HELD_BYTES:
                 for message, parts in list(held.items()):
                     if parts:
