@@ -501,7 +501,7 @@ def _frames(
     # the Python layers' connections (never a kernel's: a connection is one or the other)
     conn_id: dict[ConnKey, int] = {}
     min_size = np.where(to_broker, 8, 4).astype(np.int64)
-    carry: dict[int, tuple[bytes, int, int]] = {}  # flow -> unfinished frame bytes, their times
+    carry = _Carry(nflows)
     slow = _SlowPath(broker_ports, max_frame_size, st, conns, conn_id)
     packets = 0
     for c in _chunks(f, st, strict, chunk_bytes):
@@ -530,12 +530,22 @@ def _frames(
     yield last
 
 
+class _Carry:
+    """Per direction, the bytes of its unfinished frame carried from chunk to chunk: how many
+    and the times of the segments that brought them (arrays), and the bytes (few directions)."""
+
+    def __init__(self, flows: int) -> None:
+        self.length = np.zeros(flows, np.int64)
+        self.ts = np.zeros((flows, 2), np.int64)  # earliest, latest
+        self.data: dict[int, bytes] = {}
+
+
 def _fast_frames(
     seg: _Segments,
     flow_of: np.ndarray,
     segs: np.ndarray,
     skip: np.ndarray,
-    carry: dict[int, tuple[bytes, int, int]],
+    carry: _Carry,
     min_size: np.ndarray,
     max_frame_size: int,
     base: int,
@@ -544,7 +554,10 @@ def _fast_frames(
     to_broker: np.ndarray,
 ) -> FrameArrays:
     # local flows of this chunk, their segments grouped (capture order kept within each)
-    local, inverse = np.unique(flow_of, return_inverse=True)
+    seen = np.zeros(len(carry.length), np.int64)  # (numbers are dense: no sort to find them)
+    seen[flow_of] = 1
+    local = np.flatnonzero(seen)
+    inverse = (np.cumsum(seen) - 1)[flow_of]
     by_flow = np.argsort(inverse, kind="stable")
     order = segs[by_flow]
     lstart = np.zeros(len(local) + 1, np.int64)
@@ -553,13 +566,9 @@ def _fast_frames(
     pay_len = seg.pay_len.copy()
     pay_off[segs] += skip  # retransmitted bytes dropped
     pay_len[segs] -= skip
-    carried = [carry.pop(fl, (b"", 0, 0)) for fl in local.tolist()]
-    carry_len = np.array([len(b) for b, _, _ in carried], np.int64)
-    carry_ts = np.empty((len(local), 2), np.int64)
-    carry_ts[:, 0] = np.fromiter((t0 for _, t0, _ in carried), np.int64, len(local))
-    carry_ts[:, 1] = np.fromiter((t1 for _, _, t1 in carried), np.int64, len(local))
+    carry_len, carry_ts = carry.length[local], carry.ts[local]
     carry_off = np.cumsum(carry_len) - carry_len
-    carry_buf = np.frombuffer(b"".join(b for b, _, _ in carried), np.uint8)
+    carry_buf = np.frombuffer(b"".join(carry.data.pop(fl) for fl in local[carry_len > 0].tolist()), np.uint8)
     out_len = carry_len + np.bincount(inverse, weights=pay_len[segs], minlength=len(local)).astype(np.int64)
     out_start = np.cumsum(out_len) - out_len
     data = block(int(out_len.sum()))  # kept from chunk to chunk: no page faults after the first
@@ -575,9 +584,10 @@ def _fast_frames(
                         tail)  # fmt: skip
     if nf < 0:
         raise AssertionError("a frame size the census accepted is out of range")  # a kernel bug
+    carry.length[local], carry.ts[local] = tail[:, 1], tail[:, 2:4]
     for j in np.flatnonzero(tail[:, 1]).tolist():
         a, m = int(tail[j, 0]), int(tail[j, 1])
-        carry[int(local[j])] = (data[a : a + m].tobytes(), int(tail[j, 2]), int(tail[j, 3]))
+        carry.data[int(local[j])] = data[a : a + m].tobytes()
     g = local[f_flow[:nf]]
     return FrameArrays(data, f_off[:nf], f_size[:nf], flow_conn[g], to_broker[g], f_ts[:nf, 0].copy(),
                        f_ts[:nf, 1].copy(), f_done[:nf], conns)  # fmt: skip
