@@ -1,13 +1,16 @@
 """The main job: captured Kafka traffic -> one Parquet table per message type, and a summary.
 
-capture (``arrowkafka.capture``) -> frames -> headers (``framing``) -> bodies grouped by
-(message, version) -> batch decode in the all-versions schema -> frame columns added ->
-``<Message>.parquet`` per message type and ``_rejects.parquet`` for everything that did not
-decode (with its reason, byte offset and raw bytes). Every frame lands in exactly one place:
-frames in = rows + rejects.
+capture (``arrowkafka.capture``, a chunk of frames at a time) -> headers (a kernel; the
+``framing`` parsers where they are not plain) and request/response pairing -> bodies grouped
+by (message, version), decoded where they lie in the chunk (``decoder.Ranges``) in the
+all-versions schema -> frame columns added -> ``<Message>.parquet`` per message type and
+``_rejects.parquet`` for everything that did not decode (with its reason, byte offset and raw
+bytes). Every frame lands in exactly one place: frames in = rows + rejects. Memory is bounded
+by the chunk, not the capture.
 
-This first version holds one capture's frames in memory; streaming in bounded chunks is the
-capture issue's work.
+``frames_table`` and ``decode_frames`` are the same two stages with a frames table between
+them (the Spark integration runs them as separate stages); ``group_frames`` is the pure-Python
+path the tests check the kernels against.
 """
 
 from __future__ import annotations
