@@ -109,9 +109,10 @@ class FrameArrays:
             data[at : at + len(p.data)] = p.data
             offs.append(p.off + at)
             at += len(p.data)
-        columns = (np.concatenate([getattr(p, name) for p in parts]) for name in _COLUMNS)
+        columns = {name: np.concatenate([getattr(p, name) for p in parts]) for name in _COLUMNS}
         others = [item for p in parts for item in p.others]
-        return cls(data, np.concatenate(offs), *columns, parts[-1].conns, others, parts[-1].position)
+        return cls(data=data, off=np.concatenate(offs), **columns, conns=parts[-1].conns, others=others,
+                   position=parts[-1].position)  # fmt: skip
 
     def extend(self, data: bytes, rows: list[tuple[int, int, bool, int, int, int]]) -> None:
         """Append frames: their bytes, and (size, conn, request, ts_first, ts_last, order)."""
@@ -356,20 +357,35 @@ class _Flows:
                  self.min_size, self.max_frame_size, self.state, skip)  # fmt: skip
         return skip
 
-    def fast(self) -> np.ndarray:
-        """Directions the kernels take: clean, ended on a whole frame, with a reverse that is
-        too, one side on a broker port."""
+    def verdict(self) -> _Verdict:
+        """What the frames pass needs of the census (the tables themselves can then go: for a
+        capture of a million connections they hold half a gigabyte)."""
         n = int(self.count[0])
         st = self.state[:n]
-        ok = (st[:, _CLEAN] == 1) & (st[:, _LEFT] == 0) & (st[:, _PREFIX_N] == 0)
+        # the directions the kernels take: clean, ended on a whole frame, with a reverse that
+        # is too, one side on a broker port
+        fast = (st[:, _CLEAN] == 1) & (st[:, _LEFT] == 0) & (st[:, _PREFIX_N] == 0)
         sport, dport = self.ports_of(slice(0, n))
-        ok &= np.isin(dport, self.ports) != np.isin(sport, self.ports)
+        fast &= np.isin(dport, self.ports) != np.isin(sport, self.ports)
         reverse = np.empty(n, np.int64)
         k.flow_reverse(self.table, self.keys, self.hashes, n, reverse)
-        ok &= reverse >= 0
-        ok &= ok[np.maximum(reverse, 0)]
-        self.reverse = reverse
-        return ok
+        fast &= reverse >= 0
+        fast &= fast[np.maximum(reverse, 0)]
+        to_broker = self.to_broker(slice(0, n))
+        ends = np.flatnonzero(fast & to_broker)
+        return _Verdict(fast, to_broker, ends, reverse[ends], self.keys[ends])
+
+
+class _Verdict(NamedTuple):
+    """The census's verdict, per direction: whether the kernels take it, whether it goes to a
+    broker; and the kernels' connections, numbered by their client-to-broker direction
+    (``ends``), with their other direction and their flow-table rows."""
+
+    fast: np.ndarray
+    to_broker: np.ndarray
+    ends: np.ndarray
+    back: np.ndarray
+    rows: np.ndarray
 
 
 def _rereadable(source: str | os.PathLike[str] | BinaryIO) -> tuple[BinaryIO, bool]:
@@ -404,17 +420,18 @@ def capture_frame_chunks(
         flows = _Flows(broker_ports, max_frame_size)
         packets = 0
         # what pass 2 needs of each segment, kept on disk: 4 bytes a segment, not a second census
-        spill = tempfile.TemporaryFile()  # type: ignore[assignment]
+        spill = tempfile.TemporaryFile()
         for c in _chunks(f, None, strict, min(chunk_bytes, READ_BYTES)):  # 1: the census
             seg = _segments(c, None)
             flow_of = flows.ids(seg)
             skip = flows.census(seg, flow_of)
             _spill(spill, flow_of, skip)
             packets = c.base + len(c.rec_off)
-        fast = flows.fast()
+        verdict = flows.verdict()
+        del flows
         f.seek(start)
         spill.seek(0)
-        pieces = _frames(f, flows, fast, spill, broker_ports, max_frame_size, strict, st,
+        pieces = _frames(f, verdict, spill, broker_ports, max_frame_size, strict, st,
                          min(chunk_bytes, READ_BYTES), packets)  # fmt: skip
         yield from _joined(pieces, chunk_bytes)
     finally:
@@ -478,8 +495,7 @@ def _unspill(spill: BinaryIO, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _frames(
     f: BinaryIO,
-    flows: _Flows,
-    fast: np.ndarray,
+    verdict: _Verdict,
     spill: BinaryIO,
     broker_ports: frozenset[int],
     max_frame_size: int,
@@ -491,16 +507,13 @@ def _frames(
     """Pass 2: per chunk, the frames of the fast directions (kernels) and of the others (the
     Python layers, fed in capture order, alive across chunks). Only the packets the census saw:
     a capture still being written may have grown since."""
+    fast, to_broker = verdict.fast, verdict.to_broker
     nflows = len(fast)
     flow_conn = np.full(nflows, -1, np.int64)
-    to_broker = flows.to_broker(slice(0, nflows))
-    # the kernels' connections, numbered by their client-to-broker direction
-    ends = np.flatnonzero(fast & to_broker)
-    conns = Conns(flows.keys[ends])
-    flow_conn[ends] = flow_conn[flows.reverse[ends]] = np.arange(len(ends))
+    conns = Conns(verdict.rows)
+    flow_conn[verdict.ends] = flow_conn[verdict.back] = np.arange(len(verdict.ends))
     # the Python layers' connections (never a kernel's: a connection is one or the other)
     conn_id: dict[ConnKey, int] = {}
-    min_size = np.where(to_broker, 8, 4).astype(np.int64)
     carry = _Carry(nflows)
     slow = _SlowPath(broker_ports, max_frame_size, st, conns, conn_id)
     packets = 0
@@ -516,8 +529,8 @@ def _frames(
         packets = c.base + len(c.rec_off)
         is_fast = fast[flow_of]
         st.tcp.segments += int(is_fast.sum())
-        out = _fast_frames(seg, flow_of[is_fast], seg.tcp[is_fast], skip[is_fast], carry, min_size,
-                           max_frame_size, c.base, conns, flow_conn, to_broker)  # fmt: skip
+        out = _fast_frames(seg, flow_of[is_fast], seg.tcp[is_fast], skip[is_fast], carry, max_frame_size,
+                           c.base, conns, flow_conn, to_broker)  # fmt: skip
         st.frames.requests += int(out.request.sum())
         st.frames.responses += int((~out.request).sum())
         slow.feed(out, seg, seg.tcp[~is_fast], c.base)
@@ -538,6 +551,7 @@ class _Carry:
         self.length = np.zeros(flows, np.int64)
         self.ts = np.zeros((flows, 2), np.int64)  # earliest, latest
         self.data: dict[int, bytes] = {}
+        self.place = np.zeros(flows, np.int64)  # scratch: a direction's place in a piece's
 
 
 def _fast_frames(
@@ -546,7 +560,6 @@ def _fast_frames(
     segs: np.ndarray,
     skip: np.ndarray,
     carry: _Carry,
-    min_size: np.ndarray,
     max_frame_size: int,
     base: int,
     conns: Conns,
@@ -554,10 +567,9 @@ def _fast_frames(
     to_broker: np.ndarray,
 ) -> FrameArrays:
     # local flows of this chunk, their segments grouped (capture order kept within each)
-    seen = np.zeros(len(carry.length), np.int64)  # (numbers are dense: no sort to find them)
-    seen[flow_of] = 1
-    local = np.flatnonzero(seen)
-    inverse = (np.cumsum(seen) - 1)[flow_of]
+    local = np.unique(flow_of)
+    carry.place[local] = np.arange(len(local))  # (not return_inverse: a second sort)
+    inverse = carry.place[flow_of]
     by_flow = np.argsort(inverse, kind="stable")
     order = segs[by_flow]
     lstart = np.zeros(len(local) + 1, np.int64)
@@ -579,8 +591,9 @@ def _fast_frames(
     f_flow, f_off, f_size, f_done = (np.empty(most, np.int64) for _ in range(4))
     f_ts = np.empty((most, 2), np.int64)
     tail = np.zeros((len(local), 4), np.int64)
+    min_size = np.where(to_broker[local], 8, 4).astype(np.int64)  # header: request 8 bytes, response 4
     nf = k.split_frames(data, order, lstart, out_start, out_len, seg_pos, pay_len, seg.ts, base, carry_len,
-                        carry_ts, min_size[local], max_frame_size, f_flow, f_off, f_size, f_ts, f_done,
+                        carry_ts, min_size, max_frame_size, f_flow, f_off, f_size, f_ts, f_done,
                         tail)  # fmt: skip
     if nf < 0:
         raise AssertionError("a frame size the census accepted is out of range")  # a kernel bug

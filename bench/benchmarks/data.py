@@ -99,3 +99,85 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
             chunks.append(struct.pack("<IIII", sec + k * span, usec, len(d), orig) + bytes(d))
     out.write_bytes(b"".join(chunks))
     return out
+
+
+def scaled_capture(source: Path, gigabytes: float) -> Path:
+    """About ``gigabytes`` GB (1e9 bytes) of classic pcap made of repetitions of ``source`` (a
+    little-endian classic pcap, Ethernet, IPv4, the broker on port 9092): in repetition r each
+    client address (the end whose TCP port is not 9092) becomes 10.(r >> 8).(r & 255).(n + 1),
+    n numbering the source's client addresses, so every repetition's connections are its own;
+    timestamps shifted past the previous repetition's last. Lengths unchanged, checksums not
+    fixed (the decoder does not check them). Cached in the temp folder; written a repetition
+    at a time (memory: the source twice), under a temporary name then renamed."""
+    import struct
+    import tempfile
+
+    import numpy as np
+
+    source = Path(source)
+    out = Path(tempfile.gettempdir()) / f"{source.stem}-scaled-{gigabytes:g}GB-v1.pcap"
+    if out.exists():
+        return out
+    raw = np.fromfile(source, np.uint8)
+    head = raw[:24].tobytes()
+    frac = {b"\xd4\xc3\xb2\xa1": 10**6, b"\x4d\x3c\xb2\xa1": 10**9}.get(head[:4])
+    assert frac is not None, "little-endian classic pcap expected"
+    assert struct.unpack_from("<I", head, 20)[0] & 0xFFFF == 1, "Ethernet link type expected"
+    # the records: their offsets (found once, one record after the other), then arrays
+    offs = []
+    pos, end = 24, len(raw)
+    view = memoryview(raw)
+    while pos + 16 <= end:
+        offs.append(pos)
+        pos += 16 + struct.unpack_from("<I", view, pos + 8)[0]
+    assert pos == end, f"{source}: the last record is cut"
+    rec = np.array(offs, np.int64)
+
+    def u32(at: np.ndarray) -> np.ndarray:  # little-endian uint32 at each offset
+        return raw[at[:, None] + np.arange(4)].astype(np.int64) @ (1 << (8 * np.arange(4)))
+
+    def be16(at: np.ndarray) -> np.ndarray:
+        return (raw[at].astype(np.int64) << 8) | raw[at + 1]
+
+    ts = u32(rec) * frac + u32(rec + 4)
+    incl = u32(rec + 8)
+    ip = rec + 16 + 14
+    ipv4 = (incl >= 14 + 20) & (raw[np.minimum(rec + 28, end - 1)] == 0x08)
+    ipv4 &= raw[np.minimum(rec + 29, end - 1)] == 0x00
+    ipv4 &= (raw[np.minimum(ip, end - 1)] >> 4) == 4
+    tcp = ip + (raw[np.minimum(ip, end - 1)] & 0x0F).astype(np.int64) * 4
+    ok = ipv4 & (raw[np.minimum(ip + 9, end - 1)] == 6) & (tcp + 4 <= rec + 16 + incl)
+    ip_ok, tcp_ok = ip[ok], tcp[ok]
+    sport, dport = be16(tcp_ok), be16(tcp_ok + 2)
+    assert ((sport == 9092) != (dport == 9092)).all(), "one end on port 9092 expected"
+    client_at = np.where(sport == 9092, ip_ok + 16, ip_ok + 12)  # the client's address: dst or src
+    clients, client_of = np.unique(raw[client_at[:, None] + np.arange(4)], axis=0, return_inverse=True)
+    client_of = client_of.ravel()
+    assert len(clients) < 255, "at most 254 client addresses"
+    # offsets in the bytes after the file header, which are copied per repetition
+    ip_idx = (client_at - 24)[:, None] + np.arange(4)
+    ts_idx = (rec - 24)[:, None] + np.arange(8)
+    span = int(ts.max() - ts.min()) + 1
+    body = raw[24:]
+    reps = max(1, round(gigabytes * 1e9 / len(body)))
+    assert reps <= 1 << 16, "at most 65536 repetitions"
+    buf = np.empty_like(body)
+    part = out.with_name(f"{out.name}.{os.getpid()}.part")
+    try:
+        with open(part, "wb") as f:
+            f.write(head)
+            for r in range(reps):
+                np.copyto(buf, body)
+                address = np.empty((len(clients), 4), np.uint8)
+                address[:] = (10, r >> 8, r & 255, 0)
+                address[:, 3] = np.arange(1, len(clients) + 1)
+                buf[ip_idx] = address[client_of]
+                shifted = ts + r * span
+                stamp = np.empty((len(rec), 2), "<u4")
+                stamp[:, 0], stamp[:, 1] = shifted // frac, shifted % frac
+                buf[ts_idx] = stamp.view(np.uint8)
+                buf.tofile(f)
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+    return out
