@@ -40,12 +40,12 @@ def block(nbytes: int) -> np.ndarray:
     if nbytes < SMALLEST:
         return np.frombuffer(pa.allocate_buffer(nbytes), np.uint8)
     with _lock:
-        free = [i for i in range(len(_kept)) if _free(i)]
-        fits = [i for i in free if nbytes <= len(_kept[i]) <= 2 * nbytes]
+        fits = [i for i in range(len(_kept)) if nbytes <= len(_kept[i]) <= 2 * nbytes and _free(i)]
         if fits:
             return _kept[min(fits, key=lambda i: len(_kept[i]))][:nbytes]
         size = -(-nbytes // _GRAIN) * _GRAIN
         held = sum(len(b) for b in _kept)
+        free = [i for i in range(len(_kept)) if _free(i)] if held + size > KEEP_BYTES else []
         drop = set()
         for i in sorted(free, key=lambda i: len(_kept[i]), reverse=True):  # room: free ones go
             if held + size <= KEEP_BYTES:
