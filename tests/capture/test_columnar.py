@@ -252,3 +252,34 @@ def test_frames_table_matches_group_frames(name: str, chunk_bytes: int, shared: 
             k: v for k, v in want_summary.per_api[key].items() if k != "latency"
         }
         assert summary.latencies(*key).tolist() == want_summary.latencies(*key).tolist()
+
+
+def test_connections_of_the_kernels_as_rows() -> None:
+    """The kernels' connections are flow-table rows (``Conns``), made into ConnKeys only when
+    asked; their ip:port strings, formatted as arrays, are those ``_addr`` gives one by one."""
+    from arrowkafka.capture import ConnKey
+    from arrowkafka.capture.columnar import Conns
+    from arrowkafka.traffic import _addr, _endpoints
+
+    rows = np.zeros((3, 37), np.uint8)  # client ip, broker ip (16 bytes each), version, ports
+    rows[0, 0:4], rows[0, 16:20], rows[0, 32] = (127, 0, 0, 1), (10, 1, 2, 255), 4
+    rows[0, 33:37] = (0xC3, 0x50, 0x23, 0x84)  # 50000 -> 9092
+    rows[1, 0:16], rows[1, 16:32], rows[1, 32] = range(16), range(16, 32), 6
+    rows[1, 33:37] = (0, 1, 0x23, 0x84)
+    rows[2] = rows[0]
+    rows[2, 0] = 192
+    conns = Conns(rows)
+    conns.append(ConnKey(bytes([1, 2, 3, 4]), 5, bytes([5, 6, 7, 8]), 9092))
+    assert len(conns) == 4 and conns[-1] == conns[3]
+    assert conns[0] == ConnKey(bytes([127, 0, 0, 1]), 50000, bytes([10, 1, 2, 255]), 9092)
+    assert conns[1] == ConnKey(bytes(range(16)), 1, bytes(range(16, 32)), 9092)
+    with pytest.raises(IndexError):
+        conns[4]
+    for start in range(5):
+        clients, brokers = _endpoints(conns, start)
+        assert clients.to_pylist() == [_addr(c.client_ip, c.client_port) for c in list(conns)[start:]]
+        assert brokers.to_pylist() == [_addr(c.server_ip, c.server_port) for c in list(conns)[start:]]
+    assert _endpoints(conns, 0)[0].to_pylist()[:2] == [
+        "127.0.0.1:50000",
+        "[0001:0203:0405:0607:0809:0a0b:0c0d:0e0f]:1",
+    ]

@@ -3,11 +3,13 @@ bad body as a reject row; forged lengths never allocate; every accepted input fo
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
 from arrowkafka import reference as ref
+from arrowkafka.decoder import Ranges
 from tests.conftest import SHARED, SPEC_FOLDERS
 
 FETCH_REQUEST = (SHARED / "vectors" / "fetch_request_v12.bin").read_bytes()
@@ -178,3 +180,32 @@ def test_bad_arguments() -> None:
 def test_empty_batch() -> None:
     batch = ak.decode([], "FetchRequest", 12)
     assert batch.num_rows == 0 and batch.schema == ak.arrow_schema("FetchRequest", 12)
+
+
+def test_ranges_decode_where_bodies_lie() -> None:
+    """Bodies named as ranges of one buffer (the capture path) decode as the same bodies in
+    an array: rows, rejects (index, reason, offset within the body, raw bytes) alike."""
+    bodies = [FETCH_REQUEST, FETCH_REQUEST[:100], FETCH_REQUEST + b"\x00", FETCH_REQUEST]
+    # each body behind a few bytes of something else, as frames' bodies lie behind headers
+    buf, starts, ends = b"", [], []
+    for i, body in enumerate(bodies):
+        buf += bytes([0xEE] * (i + 3))
+        starts.append(len(buf))
+        buf += body
+        ends.append(len(buf))
+    data = np.frombuffer(buf + b"\xee" * 5, np.uint8).copy()  # writable: the decoder takes a view
+    ranges = Ranges(data, np.array(starts, np.int64), np.array(ends, np.int64))
+    got, got_rejects = ak.decode(ranges, "FetchRequest", 12, errors="null")
+    want, want_rejects = ak.decode(bodies, "FetchRequest", 12, errors="null")
+    assert got.equals(want) and got_rejects.equals(want_rejects)
+    offsets = got_rejects.column("offset").to_pylist()
+    assert got_rejects.column("index").to_pylist() == [1, 2] and offsets[1] == len(FETCH_REQUEST)
+    assert ak.decode(ranges.take(np.array([3, 0])), "FetchRequest", 12).equals(
+        ak.decode([FETCH_REQUEST] * 2, "FetchRequest", 12)
+    )
+    with pytest.raises(ak.Truncated) as e:
+        ak.decode(ranges, "FetchRequest", 12)
+    assert e.value.message_index == 1 and e.value.offset == offsets[0]
+    for bad_starts, bad_ends in (([0], [len(data) + 1]), ([-1], [3]), ([5], [4])):
+        with pytest.raises(ValueError, match="outside their data"):
+            ak.decode(Ranges(data, np.array(bad_starts), np.array(bad_ends)), "FetchRequest", 12)
