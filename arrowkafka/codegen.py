@@ -26,7 +26,7 @@ from typing import Any
 
 from .plan import OPS, Plan
 
-__all__ = ["kernel_source", "module_for", "specialised_kernel", "cache_dir"]
+__all__ = ["kernel_source", "module_for", "specialised_kernel", "cache_dir", "import_generated"]
 
 _VERSION = "8"  # bump when the generated code changes shape
 
@@ -550,12 +550,22 @@ def module_for(plan: Plan) -> tuple[str, Path, str]:
     """(module name, path, source) of ``plan``'s specialised kernel; the path is under the
     cache folder as it is now (``ARROWKAFKA_CACHE_DIR`` may have changed since)."""
     name, source = _named(plan)
-    return name, cache_dir() / f"{name}.py", source
+    return name, generated_path(name), source
 
 
 def specialised_kernel(plan: Plan) -> Any:
     """The ``run`` function of ``plan``'s specialised kernel, generated and imported once."""
-    name, path, source = module_for(plan)
+    return import_generated(*module_for(plan))
+
+
+def generated_path(name: str) -> Path:
+    """Where generated module ``name`` lives: under the cache folder as it is now."""
+    return cache_dir() / f"{name}.py"
+
+
+def import_generated(name: str, path: Path, source: str) -> Any:
+    """The ``run`` of generated module ``name`` (decode or encode), written to ``path`` once
+    and imported once per process."""
     if name not in _LOADED:
         write_generated(path, source)
         _LOADED[name] = load_generated(name, path)

@@ -64,11 +64,16 @@ class Ranges(NamedTuple):
         return Ranges(self.data, self.starts[rows], self.ends[rows])
 
 
+def _kernel_data(data: np.ndarray) -> np.ndarray:
+    """``data`` as the kernels take it: never empty, and read-only (one kernel signature:
+    Numba types read-only arrays apart)."""
+    view = data.view() if len(data) else np.zeros(1, np.uint8)
+    view.flags.writeable = False
+    return view
+
+
 def _ranges_input(r: Ranges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    data = r.data if len(r.data) else np.zeros(1, np.uint8)
-    if data.flags.writeable:
-        data = data.view()
-        data.flags.writeable = False  # one kernel signature (Numba types read-only arrays apart)
+    data = _kernel_data(r.data)
     starts, ends = np.asarray(r.starts, np.int64), np.asarray(r.ends, np.int64)
     if len(starts) != len(ends):
         raise ValueError("ranges: starts and ends differ in length")
@@ -94,11 +99,7 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     _, off_buf, data_buf = bodies.buffers()
     otype = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
     offsets = np.frombuffer(off_buf, otype, count=n + 1, offset=bodies.offset * np.dtype(otype).itemsize)
-    if data_buf is not None and data_buf.size:
-        data = np.frombuffer(data_buf, np.uint8)
-    else:
-        data = np.zeros(1, np.uint8)
-    data.flags.writeable = False  # one kernel signature (Numba types read-only arrays apart)
+    data = _kernel_data(np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8))
     starts = offsets[:-1].astype(np.int64)
     ends = offsets[1:].astype(np.int64)
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):

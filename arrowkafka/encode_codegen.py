@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .codegen import cache_dir, load_generated, write_generated
+from .codegen import generated_path, import_generated
 from .plan import OPS, Plan
 
 __all__ = ["encode_kernel_source", "module_for", "specialised_encoder"]
@@ -383,7 +383,6 @@ def encode_kernel_source(plan: Plan) -> str:
     return "\n\n".join(parts) + "\n" + _DRIVER
 
 
-_LOADED: dict[str, Any] = {}
 _PURE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
@@ -409,7 +408,7 @@ def module_for(plan: Plan) -> tuple[str, Path, str]:
     """(module name, path, source) of ``plan``'s specialised encode kernel; the path is under
     the cache folder as it is now (``ARROWKAFKA_CACHE_DIR`` may have changed since)."""
     name, source = _named(plan)
-    return name, cache_dir() / f"{name}.py", source
+    return name, generated_path(name), source
 
 
 def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
@@ -423,10 +422,7 @@ def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
             if name not in _PURE:
                 _PURE[name] = _pure(name, path, source)
             return _PURE[name]
-        if name not in _LOADED:
-            write_generated(path, source)
-            _LOADED[name] = load_generated(name, path)
-        return _LOADED[name]
+        return import_generated(name, path, source)
 
 
 def _pure(name: str, path: Path, source: str) -> Any:

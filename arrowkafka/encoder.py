@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import specialise
-from .blocks import block
+from .blocks import array, block
 from .decoder import each_range
 from .errors import EncodeError
 from .kernels import status
@@ -427,11 +427,6 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def _scratch(n: int, dtype: type) -> np.ndarray:
-    """An uninitialised array, reused from batch to batch (see ``blocks``)."""
-    return block(n * np.dtype(dtype).itemsize).view(dtype)
-
-
 class _Inputs:
     """Every node's pieces in five arenas, with a base per node (-1: none)."""
 
@@ -455,11 +450,11 @@ class _Inputs:
                     base[i] = sizes[name]
                     sizes[name] += _aligned(arr.size)
         # (every byte the kernel reads is copied in below: the padding need not be zeroed)
-        self.a8 = _scratch(max(sizes["fixed"], 8), np.uint8)
-        self.offs = _scratch(max(sizes["offs"], 1), np.int32)
-        self.data = _scratch(max(sizes["data"], 1), np.uint8)
-        self.valid = _scratch(max(sizes["valid"], 1), np.uint8)
-        self.present = _scratch(max(sizes["present"], 1), np.uint8)
+        self.a8 = array(max(sizes["fixed"], 8), np.uint8)
+        self.offs = array(max(sizes["offs"], 1), np.int32)
+        self.data = array(max(sizes["data"], 1), np.uint8)
+        self.valid = array(max(sizes["valid"], 1), np.uint8)
+        self.present = array(max(sizes["present"], 1), np.uint8)
         for i, p in pieces.items():
             for arr, base, arena in (
                 (p.values, self.fixed_base, self.a8),

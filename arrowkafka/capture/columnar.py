@@ -42,7 +42,10 @@ from arrowkafka.blocks import array, block
 from arrowkafka.kernels import capture as k
 
 from .frames import (
+    _MIN_SIZE,
     MAX_FRAME_SIZE,
+    REQUEST,
+    RESPONSE,
     CaptureStats,
     ConnKey,
     FrameItem,
@@ -70,6 +73,12 @@ _KIND_STAT = {
 }
 # census state columns (see kernels.capture.census)
 _CLEAN, _STARTED, _FIN, _LEFT, _PREFIX_N = 0, 1, 3, 4, 6
+
+
+def _smallest_frame(to_broker: np.ndarray) -> np.ndarray:
+    """Per direction, the smallest frame size it may carry: a request's header or a response's
+    (the Python framer's rule)."""
+    return np.where(to_broker, _MIN_SIZE[REQUEST], _MIN_SIZE[RESPONSE]).astype(np.int64)
 
 
 _COLUMNS = ("size", "conn", "request", "ts_first", "ts_last", "order")  # FrameArrays' per frame, after off
@@ -335,8 +344,7 @@ class _Flows:
             new = slice(start, int(self.count[0]))
             self.state[new, _CLEAN] = 1
             self.state[new, _FIN] = -1
-            # a request header is 8 bytes at least, a response header 4
-            self.min_size[new] = np.where(self.to_broker(new), 8, 4)
+            self.min_size[new] = _smallest_frame(self.to_broker(new))
             if done == len(seg.tcp):
                 return flow_of
             self._grow(2 * len(self.keys))
@@ -591,7 +599,7 @@ def _fast_frames(
     f_flow, f_off, f_size, f_done = (np.empty(most, np.int64) for _ in range(4))
     f_ts = np.empty((most, 2), np.int64)
     tail = np.zeros((len(local), 4), np.int64)
-    min_size = np.where(to_broker[local], 8, 4).astype(np.int64)  # header: request 8 bytes, response 4
+    min_size = _smallest_frame(to_broker[local])
     nf = k.split_frames(data, order, lstart, out_start, out_len, seg_pos, pay_len, seg.ts, base, carry_len,
                         carry_ts, min_size, max_frame_size, f_flow, f_off, f_size, f_ts, f_done,
                         tail)  # fmt: skip

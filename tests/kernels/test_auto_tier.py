@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import codegen, encode_codegen, specialise
+from arrowkafka import codegen, specialise
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 
@@ -33,8 +33,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(specialise, "_TIERS", {})
     monkeypatch.setattr(specialise, "AFTER", 1)
-    for generator in (codegen, encode_codegen):  # no kernel imported yet, as in a new process
-        monkeypatch.setattr(generator, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_LOADED", {})  # no kernel imported yet, as in a new process
     pids: list[int] = []
     spawn = specialise.spawn_compile
 
