@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArrowKafkaError, Corrupt, DecodeError, EncodeError, SpecError, Truncated
-from .specset import SpecSet, default_specs, load_specs
+from arrowkafka.api import SpecSet, default_specs, load_specs
+from arrowkafka.errors import ArrowKafkaError, Corrupt, DecodeError, EncodeError, SpecError, Truncated
 
 if TYPE_CHECKING:
     import pyarrow as pa

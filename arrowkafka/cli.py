@@ -15,8 +15,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .errors import ArrowKafkaError
-from .specset import SpecSet, load_specs
+from arrowkafka.api import SpecSet, load_specs
+from arrowkafka.errors import ArrowKafkaError
 
 __all__ = ["main"]
 
@@ -49,7 +49,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from .traffic import bound_heap, decode_capture
+    from arrowkafka.traffic import decode_capture
 
     bound_heap()
 
@@ -137,3 +137,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def bound_heap() -> None:
+    """Fix glibc's mmap threshold at 4 MB: blocks that large come from the system and go back
+    to it at once; smaller ones from the heap, whose freed memory the next chunk reuses. Left
+    to itself glibc raises the threshold as large blocks are freed, after which each chunk's
+    arrays come from a heap that fragments, and the process's memory grows with the capture
+    though nothing is kept (measured: 80 -> 240 MB of capture, 630 -> 950 MB peak; fixed: 560
+    -> 680, the growth being the connections'). A lower threshold (we had 128 KB) keeps memory
+    as flat but maps every mid-sized array afresh, and this machine spends 4-5 microseconds on
+    each page's first write: a fifth of the time (240 MB: 50 MB/s, against 63 at 4 MB). And
+    the heap keeps up to 64 MB freed at its top, not 128 KB: each chunk's mid-sized arrays
+    would otherwise fault in pages the last chunk gave back (80 MB of capture: a third fewer
+    page faults, 5-10% faster; the peak as before). Process-wide settings, so the CLI makes
+    them, not the library."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-3, 4 << 20)  # M_MMAP_THRESHOLD
+            libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+    except OSError:
+        pass  # not glibc: nothing to do

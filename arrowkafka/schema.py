@@ -40,14 +40,18 @@ is nullable if it is nullable in any version or its default is null.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
-from .errors import SpecError
-from .spec import Field, MessageSpec, Struct
+from arrowkafka.errors import SpecError
+from arrowkafka.ir import STRUCT_DEFAULTS, Field, MessageSpec, Struct
 
 __all__ = [
+    "default_value",
+    "default_struct",
     "TAGS_PRESENT",
     "UNKNOWN_TAGS",
     "VERSION_COLUMN",
@@ -238,3 +242,41 @@ def message_schema(spec: MessageSpec, version: int | None = None) -> pa.Schema:
         meta["kafka.version"] = str(version)
         fields = builder.struct_fields(spec.root, [version], spec.name)
     return pa.schema(fields, metadata=meta)
+
+
+# ---- defaults as row values --------------------------------------------------------------------
+
+
+def default_value(spec: MessageSpec, f: Field, version: int | None) -> Any:
+    """The value a field takes when the wire does not carry it (absent tag, older version), as
+    a row value of its column (``pa.array`` of it gives the column's type).
+
+    ``version=None`` gives it in the all-versions shape (a struct default then has every
+    field of every version)."""
+    d = f.default
+    if d is STRUCT_DEFAULTS:
+        assert f.struct is not None
+        return default_struct(spec, f.struct, version)
+    if f.element == "uuid" and isinstance(d, bytes):
+        return uuid.UUID(bytes=d)
+    if isinstance(d, list):
+        return list(d)
+    return d
+
+
+def default_struct(spec: MessageSpec, s: Struct, version: int | None) -> dict[str, Any]:
+    """A struct of defaults as a row value: every field the version(s) have, with the
+    ``_tags_present`` and ``_unknown_tags`` columns the struct carries."""
+    versions = list(spec.valid_versions) if version is None else [version]
+    out: dict[str, Any] = {}
+    for f in (*s.optional_fields, *s.fields):
+        in_some = any(v in f.versions for v in versions)
+        if f.optional:
+            in_some = in_some and any(spec.has_optional_buffer(v) for v in versions)
+        if in_some:
+            out[column_name(f.name)] = default_value(spec, f, version)
+    if has_tags_present(spec, s, versions):
+        out[TAGS_PRESENT] = []
+    if any(spec.is_flexible(v) or spec.has_optional_buffer(v) for v in versions):
+        out[UNKNOWN_TAGS] = []
+    return out

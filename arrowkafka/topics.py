@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .decoder import as_bodies
-from .errors import Corrupt, DecodeError, Truncated
-from .reference import uvarint_bytes
-from .specset import SpecSet, default_specs
+from arrowkafka.api import SpecSet, default_specs
+from arrowkafka.codec.decode import as_bodies
+from arrowkafka.errors import Corrupt, DecodeError, Truncated
+from arrowkafka.wire import read_uvarint, uvarint_bytes
 
 __all__ = [
     "cluster_metadata_types",
@@ -65,20 +65,6 @@ def cluster_metadata_types(specs: SpecSet | None = None) -> dict[int, str]:
         if spec.type == "metadata" and spec.api_key is not None and "metadata" in Path(spec.source).parts:
             out[spec.api_key] = name
     return out
-
-
-def _uvarint(b: bytes, pos: int) -> tuple[int, int]:
-    v = shift = 0
-    for _ in range(5):
-        if pos >= len(b):
-            raise IndexError
-        c = b[pos]
-        pos += 1
-        v |= (c & 0x7F) << shift
-        if c < 0x80:
-            return v, pos
-        shift += 7
-    raise ValueError("varint longer than 5 bytes")
 
 
 def _decode_groups(
@@ -126,9 +112,9 @@ def decode_cluster_metadata(values: Any, *, specs: SpecSet | None = None) -> dic
         if value is None:
             raise Corrupt("a null metadata record value", message_index=i, message="__cluster_metadata")
         try:
-            frame, pos = _uvarint(value, 0)
-            key, pos = _uvarint(value, pos)
-            version, pos = _uvarint(value, pos)
+            frame, pos = read_uvarint(value, 0)
+            key, pos = read_uvarint(value, pos)
+            version, pos = read_uvarint(value, pos)
         except ValueError as e:
             raise Corrupt(
                 f"reading the record frame: {e}", message_index=i, message="__cluster_metadata"

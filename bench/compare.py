@@ -215,7 +215,7 @@ def capture_rows(repeat: int = 3) -> list[dict[str, object]]:
         "import os, sys, tempfile, time\n"
         "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"  # one core: threads cannot help
         "import arrowkafka as ak\n"
-        "from arrowkafka.traffic import bound_heap, decode_capture\n"
+        "from arrowkafka.cli import bound_heap\nfrom arrowkafka.traffic import decode_capture\n"
         "bound_heap()\n"  # as the CLI does
         "specs = ak.load_specs()\n"
         "decode_capture([sys.argv[2]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches

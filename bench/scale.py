@@ -47,7 +47,8 @@ def sample():
 
 threading.Thread(target=sample, daemon=True).start()
 import arrowkafka as ak
-from arrowkafka.traffic import bound_heap, decode_capture
+from arrowkafka.cli import bound_heap
+from arrowkafka.traffic import decode_capture
 bound_heap()
 specs = ak.load_specs()
 with tempfile.TemporaryDirectory() as warm:

@@ -135,7 +135,7 @@ class _Timed:
         self.log = str(log)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from arrowkafka import specialise
+        from arrowkafka.codegen import promote as specialise
 
         waits = [0.0]
 

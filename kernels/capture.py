@@ -2,7 +2,7 @@
 Kafka frames and headers, each a loop over whole arrays.
 
 They do the common case only and say so: a packet, stream or header they do not handle is
-marked for the Python layers (``arrowkafka.capture``), whose rules are the reference; the
+marked for the Python layers (``arrowkafka.traffic``), whose rules are the reference; the
 columnar path must give what they give. Every read is checked against the buffer's end.
 """
 

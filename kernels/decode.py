@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .status import (  # noqa: F401  (re-exported: the decoder and generated kernels use them)
+from .isa import (  # noqa: F401  (re-exported: the decoder and generated kernels use them)
     DEF_FIXED,
     DEF_LIST,
     DEF_MAP,
@@ -47,12 +47,20 @@ from .status import (  # noqa: F401  (re-exported: the decoder and generated ker
     E_UTF8,
     E_VARINT_BIG,
     E_VARINT_LONG,
+    EL_BOOL,
+    EL_F64,
+    EL_INT,
+    EL_UINT,
+    EL_UUID,
+    ENC_ZIGZAG,
     END,
     F_CALL,
     F_LIST,
     F_SECTION,
     FIXED_RUN,
     INT,
+    LEN_INT16,
+    LEN_INT32,
     LIST,
     LIST_FIXED,
     LIST_NEXT,
@@ -62,6 +70,15 @@ from .status import (  # noqa: F401  (re-exported: the decoder and generated ker
     OPS,
     OPTBUF,
     RET,
+    S_CODE,
+    S_D1,
+    S_D2,
+    S_DEPTH,
+    S_INDICES,
+    S_MESSAGE,
+    S_OFFSET,
+    S_PC,
+    S_RUN_ROW,
     SECTION_END,
     STATUS_SIZE,
     STRUCT,
@@ -166,11 +183,11 @@ def _utf8_ok(data, pos, n):
 def _read_len(data, pos, end, kind):
     """A length or count (kind 0 int16, 1 int32, 2 compact uvarint N+1) -> (n, pos, err);
     n == -1 is null."""
-    if kind == 0:
+    if kind == LEN_INT16:
         if end - pos < 2:
             return np.int64(0), pos, E_TRUNCATED
         return _signed(_be(data, pos, 2), 16), pos + 2, OK
-    if kind == 1:
+    if kind == LEN_INT32:
         if end - pos < 4:
             return np.int64(0), pos, E_TRUNCATED
         return _signed(_be(data, pos, 4), 32), pos + 4, OK
@@ -300,22 +317,22 @@ def run(
                         slot = counts[nd]
                         base = fixed_base[nd]
                         # the common shapes first, each a plain load and store
-                        if kind <= 1 and wb == 4 and w == 4:
+                        if kind <= EL_UINT and wb == 4 and w == 4:
                             a32[np.uint64((base >> 2) + slot)] = np.int32(np.uint32(_be(data, p, 4)))
-                        elif kind <= 1 and wb == 2 and w == 2:
+                        elif kind <= EL_UINT and wb == 2 and w == 2:
                             a16[np.uint64((base >> 1) + slot)] = np.int16(np.uint16(_be(data, p, 2)))
-                        elif kind <= 1 and wb == 8:
+                        elif kind <= EL_UINT and wb == 8:
                             a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
-                        elif kind == 4:  # uuid
+                        elif kind == EL_UUID:
                             dst = base + slot * 16
                             a8[dst : dst + 16] = data[p : p + 16]
-                        elif kind == 3:  # bool: any non-zero byte is true
+                        elif kind == EL_BOOL:  # any non-zero byte is true
                             a8[np.uint64(base + slot)] = 1 if data[np.uint64(p)] != 0 else 0
-                        elif kind == 2:  # float64, kept as its bits
+                        elif kind == EL_F64:  # kept as its bits
                             a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
                         else:  # int8, and narrower wire than output (KIP-625 fixed32 in int64)
                             raw = _be(data, p, wb)
-                            v = _signed(raw, wb * 8) if kind == 0 else np.int64(raw)
+                            v = _signed(raw, wb * 8) if kind == EL_INT else np.int64(raw)
                             _put(a8, a16, a32, a64, base + slot * w, w, v)
                         counts[nd] = slot + 1
                         p += wb
@@ -324,11 +341,11 @@ def run(
                         counts[np.uint64(runs[np.uint64(r), 0])] += 1
                 pos += code[upc, 4]
                 pc += 1
-            elif op == INT:  # KIP-625 varints: 2 zigzag, 3 unsigned
+            elif op == INT:  # KIP-625 varints
                 raw, pos, err = _uvarint(data, pos, end, code[upc, 3])
                 if err != OK:
                     break
-                if code[upc, 2] == 2:
+                if code[upc, 2] == ENC_ZIGZAG:
                     v = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
                 else:
                     v = _signed(raw, code[upc, 3])
@@ -355,15 +372,15 @@ def run(
                 if fill:
                     ek = code[upc, 5]
                     c0 = counts[child]
-                    if ek == 4:  # uuid: 16 raw bytes each
+                    if ek == EL_UUID:  # 16 raw bytes each
                         dst = fixed_base[child] + c0 * 16
                         for k in range(n * 16):
                             a8[dst + k] = data[pos + k]
-                    elif ek == 3:  # bool
+                    elif ek == EL_BOOL:
                         dst = fixed_base[child] + c0
                         for k in range(n):
                             a8[dst + k] = 1 if data[pos + k] != 0 else 0
-                    elif ek == 2 or eb == 8:
+                    elif ek == EL_F64 or eb == 8:
                         dst = np.uint64((fixed_base[child] >> 3) + c0)
                         for k in range(n):
                             a64[dst + np.uint64(k)] = np.int64(_be(data, pos + k * 8, 8))
@@ -716,18 +733,18 @@ def run(
                 dcounts[k] = snap_dcounts[k]
             bad[i] = 1  # decode it again as a row of defaults
             continue
-        status[0] = err
-        status[1] = i
-        status[2] = err_pos - msg_start
-        status[3] = pc
-        status[4] = d1
-        status[5] = d2
+        status[S_CODE] = err
+        status[S_MESSAGE] = i
+        status[S_OFFSET] = err_pos - msg_start
+        status[S_PC] = pc
+        status[S_D1] = d1
+        status[S_D2] = d2
         depth = 0
         for k in range(sp):
             if stack[k, 0] == F_LIST and depth < MAX_INDICES:
-                status[7 + depth] = stack[k, 3] - stack[k, 2]
+                status[S_INDICES + depth] = stack[k, 3] - stack[k, 2]
                 depth += 1
-        status[6] = depth
-        status[15] = run_row
+        status[S_DEPTH] = depth
+        status[S_RUN_ROW] = run_row
         return err
     return OK

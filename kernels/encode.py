@@ -13,7 +13,7 @@ bytes instead. It is called twice:
 ``checks[pc]`` is 1 where a FIXED_RUN has a nullable column or a narrowing (KIP-625) one for
 pass 1 to check; the others it only sizes.
 
-Input layout (built by ``arrowkafka.encoder``): every plan node's Arrow array, flattened into
+Input layout (built by ``arrowkafka.codec.encode``): every plan node's Arrow array, flattened into
 arenas the way the decoder fills them: fixed-width values in ``a8`` (views a16/a32/a64),
 offsets in ``offs``, var-length bytes in ``data``, validity and tagged-field presence bytes in
 ``valid`` and ``present`` (base -1: no nulls / not tagged). A node's slot is the cursor of its
@@ -31,17 +31,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .status import (
+from .isa import (
     E_LONG_STRING,
     E_NULL,
     E_RANGE,
     E_SIZE,
+    EL_BOOL,
+    EL_UUID,
+    ENC_ZIGZAG,
     END,
     F_CALL,
     F_LIST,
     F_SECTION,
     FIXED_RUN,
     INT,
+    LEN_INT16,
+    LEN_INT32,
+    LEN_UVARINT,
     LIST,
     LIST_FIXED,
     LIST_NEXT,
@@ -50,6 +56,13 @@ from .status import (
     OK,
     OPTBUF,
     RET,
+    S_CODE,
+    S_D1,
+    S_DEPTH,
+    S_INDICES,
+    S_MESSAGE,
+    S_PC,
+    S_RUN_ROW,
     SECTION_END,
     STRUCT,
     TAGGED,
@@ -146,22 +159,22 @@ def _zigzag(v):
 @njit(inline="always")
 def _len_size(kind, n):
     """Bytes of a length or count (kind 0 int16, 1 int32, 2 compact N+1; n == -1 is null)."""
-    if kind == 0:
+    if kind == LEN_INT16:
         return 2
-    if kind == 1:
+    if kind == LEN_INT32:
         return 4
     return _uvlen(n + 1)
 
 
 @njit(inline="always")
 def _put_len(out, pos, kind, n):
-    if kind == 2 and n < 126:  # nearly every compact length: one byte
+    if kind == LEN_UVARINT and n < 126:  # nearly every compact length: one byte
         out[pos] = n + 1
         return pos + 1
-    if kind == 0:
+    if kind == LEN_INT16:
         _put_be(out, pos, n, 2)
         return pos + 2
-    if kind == 1:
+    if kind == LEN_INT32:
         _put_be(out, pos, n, 4)
         return pos + 4
     return _put_uv(out, pos, n + 1)
@@ -302,7 +315,7 @@ def run(
                         break
                 pos += code[pc, 4]
                 pc += 1
-            elif op == INT:  # KIP-625 varints: 2 zigzag, 3 unsigned
+            elif op == INT:  # KIP-625 varints
                 slot = cur[owner[node]]
                 bits = code[pc, 3]
                 w = code[pc, 4]
@@ -316,7 +329,7 @@ def run(
                         err = E_RANGE
                         d1 = v
                         break
-                if code[pc, 2] == 2:
+                if code[pc, 2] == ENC_ZIGZAG:
                     u = _zigzag(v)
                 elif bits < 64:
                     u = v & ((np.int64(1) << bits) - 1)
@@ -338,7 +351,7 @@ def run(
                 else:
                     b0 = np.int64(offs[off_base[node] + slot])
                     n = np.int64(offs[off_base[node] + slot + 1]) - b0
-                    if kind == 0 and n > 32767:
+                    if kind == LEN_INT16 and n > 32767:
                         err = E_LONG_STRING
                         d1 = n
                         break
@@ -378,9 +391,9 @@ def run(
                                 break
                     else:
                         at = fixed_base[child] + e0 * eb
-                        if ek == 4:  # uuid
+                        if ek == EL_UUID:
                             out[pos : pos + n * 16] = a8[at : at + n * 16]
-                        elif ek == 3:  # bool
+                        elif ek == EL_BOOL:
                             for k in range(n):
                                 out[pos + k] = 1 if a8[at + k] != 0 else 0
                         elif eb == 4:
@@ -534,17 +547,17 @@ def run(
                 sizes[i] = pos
             i += 1
             continue
-        status[0] = err
-        status[1] = i
-        status[3] = pc
-        status[4] = d1
+        status[S_CODE] = err
+        status[S_MESSAGE] = i
+        status[S_PC] = pc
+        status[S_D1] = d1
         depth = 0
         for k in range(sp):
             if stack[k, 0] == F_LIST and depth < MAX_INDICES:
-                status[7 + depth] = stack[k, 3] - stack[k, 2]
+                status[S_INDICES + depth] = stack[k, 3] - stack[k, 2]
                 depth += 1
-        status[6] = depth
-        status[15] = run_row
+        status[S_DEPTH] = depth
+        status[S_RUN_ROW] = run_row
         return err
     cache_at[0] = ci
     return OK

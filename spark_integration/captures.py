@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from . import _specs, spark_arrow_type, spark_type
+from arrowkafka.spark.types import spark_arrow_type, spark_type, task_specs
+from arrowkafka.traffic import FRAME_COLUMNS, FRAMES_SCHEMA, REJECT_SCHEMA, decode_frames, frames_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,15 +57,11 @@ def _spark_fields(schema: pa.Schema) -> list[pa.Field]:
 
 
 def _frames_type() -> pa.Schema:
-    from arrowkafka.traffic import FRAMES_SCHEMA, REJECT_SCHEMA
-
     reject = pa.struct(_spark_fields(REJECT_SCHEMA))
     return pa.schema([*_spark_fields(FRAMES_SCHEMA), pa.field(_REJECT, reject)])
 
 
 def _decoded_type(specs: Any, messages: Sequence[str]) -> pa.Schema:
-    from arrowkafka.traffic import FRAME_COLUMNS, REJECT_SCHEMA
-
     structs = [pa.field(m, spark_arrow_type(pa.struct(list(specs.arrow_schema(m))))) for m in messages]
     reject = pa.field(_REJECT, pa.struct(_spark_fields(REJECT_SCHEMA)))
     return pa.schema([pa.field(_MESSAGE, pa.string()), *_spark_fields(FRAME_COLUMNS), *structs, reject])
@@ -95,9 +92,7 @@ class _CaptureFrames:
         self.broker_ports, self.folders = broker_ports, folders
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from arrowkafka.traffic import frames_table
-
-        specs = _specs(self.folders)
+        specs = task_specs(self.folders)
         out = _frames_type()
         for batch in batches:
             paths, contents = batch.column("path").to_pylist(), batch.column("content").to_pylist()
@@ -128,9 +123,7 @@ class _DecodeFrames:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
-        from arrowkafka.traffic import FRAME_COLUMNS, FRAMES_SCHEMA, decode_frames
-
-        specs = _specs(self.folders)
+        specs = task_specs(self.folders)
         out = _decoded_type(specs, self.messages)
         n_frame = len(FRAME_COLUMNS)
         for batch in batches:
@@ -179,7 +172,7 @@ def decoded_frames(frames: DataFrame, messages: Sequence[str], *, specs: Sequenc
     ``messages`` (null outside that type's rows) and ``_reject`` (set, alone, on rejects)."""
     folders = tuple(str(f) for f in specs)
     messages = tuple(sorted(messages))
-    out = _decoded_type(_specs(folders), messages)
+    out = _decoded_type(task_specs(folders), messages)
     return frames.mapInArrow(_DecodeFrames(messages, folders), _spark_schema(out))
 
 
@@ -223,8 +216,6 @@ def decode_captures(
     finally:
         frames.unpersist()
     try:
-        from arrowkafka.traffic import FRAME_COLUMNS
-
         summary.rejects = counts.pop(None, 0)
         summary.tables = {m: counts.get(m, 0) for m in messages if counts.get(m, 0)}
         summary.rows = sum(summary.tables.values())

@@ -9,9 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from arrowkafka.reference import default_value
-from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, has_tags_present
-from arrowkafka.spec import Field, MessageSpec, Struct
+from arrowkafka.ir import Field, MessageSpec, Struct
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, default_value, has_tags_present
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 

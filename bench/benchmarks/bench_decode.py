@@ -8,9 +8,9 @@ import time
 import numpy as np
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.assemble import allocate, assemble
-from arrowkafka.decoder import _input, _Run, decode_batch
+from arrowkafka import oracle as ref
+from arrowkafka.assembly.assemble import allocate, assemble
+from arrowkafka.codec.decode import _input, _Run, decode_batch
 from arrowkafka.plan import compile_plan
 
 from .data import WORKLOADS, batch, best_mb_per_s, body
@@ -56,10 +56,10 @@ class DecodeStages:
         self.bodies = batch(workload)
         specs = ak.load_specs()
         self.plan = compile_plan(specs[message], version)
-        warm = decode_batch(specs, self.bodies.slice(0, 2), message, version, kernel=kernel)
+        warm = decode_batch(specs[message], self.bodies.slice(0, 2), version, kernel=kernel)
         assert warm.to_pylist()[0] == ref.decode(specs[message], version, body(workload))
         if kernel == "specialised":
-            from arrowkafka.codegen import specialised_kernel
+            from arrowkafka.codegen.decode import specialised_kernel
 
             self.fn = specialised_kernel(self.plan)
         else:

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.encoder import encode_batch
+from arrowkafka import oracle as ref
+from arrowkafka.codec.encode import encode_batch
 
 from .data import WORKLOADS, batch, best_mb_per_s, body
 
@@ -42,7 +42,7 @@ class Encode:
         self.nbytes = bodies.buffers()[2].size
 
     def encode(self, rows: Any, threads: int, kernel: str) -> Any:
-        return encode_batch(self.specs, rows, self.message, self.version, threads=threads, kernel=kernel)
+        return encode_batch(self.specs[self.message], rows, self.version, threads=threads, kernel=kernel)
 
     def time_encode(self, workload: str, threads: int, kernel: str) -> None:
         self.encode(self.rows, threads, kernel)
@@ -56,13 +56,13 @@ class Encode:
 COMPILE = """
 import time
 import arrowkafka as ak
-from arrowkafka.encoder import encode_batch
+from arrowkafka.codec.encode import encode_batch
 from benchmarks.data import WORKLOADS, body
 _, message, version = WORKLOADS[{workload!r}]
 rows = ak.decode([body({workload!r})], message, version)
-encode_batch(ak.load_specs(), rows.slice(0, 1), message, version, kernel="interpreter")  # Numba warm
+encode_batch(ak.load_specs()[message], rows.slice(0, 1), version, kernel="interpreter")  # Numba warm
 t = time.perf_counter()
-encode_batch(ak.load_specs(), rows, message, version, kernel="specialised")
+encode_batch(ak.load_specs()[message], rows, version, kernel="specialised")
 print(time.perf_counter() - t)
 """
 

@@ -59,7 +59,7 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
     import struct
     import tempfile
 
-    from arrowkafka.capture.packets import _network_offset
+    from arrowkafka.traffic.packets import _network_offset
 
     out = Path(tempfile.gettempdir()) / f"arrowkafka-bench-{source}-x{copies}-v2.pcap"
     if out.exists():

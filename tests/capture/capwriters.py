@@ -1,7 +1,7 @@
 """Small capture writers and packet rewriters for the capture tests.
 
 They turn the real loopback captures (Ethernet/IPv4/TCP) into other encodings and into damaged
-captures. Header parsing here is deliberately minimal and independent of arrowkafka.capture.
+captures. Header parsing here is deliberately minimal and independent of arrowkafka.traffic.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from arrowkafka.capture import CaptureReader, CaptureStats, FrameItem, KafkaFrame, Packet, capture_frames
+from arrowkafka.traffic import CaptureReader, CaptureStats, FrameItem, KafkaFrame, Packet, capture_frames
 
 ETH, SLL, SLL2, NULL, LOOP, RAW = 1, 113, 276, 0, 108, 101
 

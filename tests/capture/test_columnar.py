@@ -37,16 +37,20 @@ from capwriters import (
 )
 
 import arrowkafka as ak
-from arrowkafka.capture import CaptureStats, KafkaFrame, MissingBytes, Packet, capture_frames
-from arrowkafka.capture.columnar import CHUNK_BYTES, capture_frame_arrays
 from arrowkafka.traffic import (
     FRAMES_SCHEMA,
     REJECT_SCHEMA,
+    CaptureStats,
+    KafkaFrame,
+    MissingBytes,
+    Packet,
     Summary,
     _frame_columns,
+    capture_frames,
     frames_table,
     group_frames,
 )
+from arrowkafka.traffic.chunks import CHUNK_BYTES, capture_frame_arrays
 
 CAPTURES = ["tansu_confluent.pcap", "noida_kafka_python.pcap", "kafka091_legacy.pcap"]
 PORTS = frozenset({9092})
@@ -55,7 +59,7 @@ PORTS = frozenset({9092})
 @pytest.fixture(autouse=True)
 def small_flow_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start the direction table small, so that every capture makes it grow."""
-    from arrowkafka.capture import columnar
+    from arrowkafka.traffic import columnar
 
     monkeypatch.setattr(columnar._Flows, "FIRST_CAPACITY", 2)
 
@@ -168,7 +172,7 @@ def test_same_frames_as_the_python_layers(
 def test_clean_connections_take_the_kernels(packets: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """On undamaged traffic only what needs the Python rules goes there (a check that the
     comparisons above exercise the kernels, not only the fallback)."""
-    from arrowkafka.capture import columnar
+    from arrowkafka.traffic import columnar
 
     slow: list[int] = []
     real = columnar._SlowPath.feed
@@ -257,9 +261,10 @@ def test_frames_table_matches_group_frames(name: str, chunk_bytes: int, shared: 
 def test_connections_of_the_kernels_as_rows() -> None:
     """The kernels' connections are flow-table rows (``Conns``), made into ConnKeys only when
     asked; their ip:port strings, formatted as arrays, are those ``_addr`` gives one by one."""
-    from arrowkafka.capture import ConnKey
-    from arrowkafka.capture.columnar import Conns
-    from arrowkafka.traffic import _addr, _endpoints
+    from arrowkafka.traffic import ConnKey
+    from arrowkafka.traffic.chunks import Conns
+    from arrowkafka.traffic.columns import addr as _addr
+    from arrowkafka.traffic.columns import endpoints as _endpoints
 
     rows = np.zeros((3, 37), np.uint8)  # client ip, broker ip (16 bytes each), version, ports
     rows[0, 0:4], rows[0, 16:20], rows[0, 32] = (127, 0, 0, 1), (10, 1, 2, 255), 4

@@ -34,7 +34,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arrowkafka import default_specs
-from arrowkafka.capture import (
+from arrowkafka.traffic import (
     KafkaFrame,
     MissingBytes,
     Packet,

@@ -8,7 +8,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arrowkafka.capture import (
+from arrowkafka.traffic import (
     Segment,
     StreamData,
     StreamEnd,

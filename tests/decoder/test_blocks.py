@@ -1,4 +1,4 @@
-"""Large kernel buffers are reused from batch to batch (``arrowkafka.blocks``), but never while
+"""Large kernel buffers are reused from batch to batch (``arrowkafka.assembly.blocks``), but never while
 anything still refers to them: a batch kept by the caller keeps its values whatever is decoded
 after it, and what the process keeps stays under its bound."""
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import blocks
+from arrowkafka.assembly import blocks
 from tests.conftest import SHARED
 
 

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.decoder import Ranges
+from arrowkafka import oracle as ref
+from arrowkafka.codec.decode import Ranges
 from tests.conftest import SHARED, SPEC_FOLDERS
 
 FETCH_REQUEST = (SHARED / "vectors" / "fetch_request_v12.bin").read_bytes()

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
+from arrowkafka import oracle as ref
 from tests.strategies import message_value
 
 kio_schema = pytest.importorskip("kio.schema")

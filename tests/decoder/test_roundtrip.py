@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
+from arrowkafka import oracle as ref
+from arrowkafka import schema
+from arrowkafka.api import SpecSet
+from arrowkafka.ir import MessageSpec, Struct
 from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name
-from arrowkafka.spec import MessageSpec, Struct
-from arrowkafka.specset import SpecSet
 from tests.conftest import SPEC_FOLDERS
 from tests.strategies import message_value
 
@@ -67,7 +68,7 @@ def project(
             if key in (UNKNOWN_TAGS, TAGS_PRESENT):
                 assert value == [], key
             else:
-                assert value == ref.default_value(spec, fields[key], None), key
+                assert value == schema.default_value(spec, fields[key], None), key
             continue
         f = fields.get(key)
         if f is not None and f.struct is not None and value is not None:

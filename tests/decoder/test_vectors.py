@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.decoder import _Run
+from arrowkafka import oracle as ref
+from arrowkafka.codec.decode import _Run
 from arrowkafka.kernels import decode as kernel
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED

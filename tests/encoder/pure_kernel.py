@@ -10,9 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from arrowkafka import encode_codegen
-from arrowkafka.encoder import encode_batch
-from arrowkafka.specset import SpecSet
+from arrowkafka.api import SpecSet
+from arrowkafka.codec.encode import encode_batch
+from arrowkafka.codegen import encode as encode_codegen
 
 _JIT = encode_codegen.specialised_encoder
 
@@ -20,4 +20,4 @@ _JIT = encode_codegen.specialised_encoder
 def encode_specialised(specs: SpecSet, data: Any, name: str, version: int, **kw: Any) -> pa.Array:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(encode_codegen, "specialised_encoder", functools.partial(_JIT, jit=False))
-        return encode_batch(specs, data, name, version, kernel="specialised", **kw)
+        return encode_batch(specs[name], data, version, kernel="specialised", **kw)

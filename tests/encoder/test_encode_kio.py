@@ -8,7 +8,7 @@ import io
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from arrowkafka import reference as ref
+from arrowkafka import oracle as ref
 from tests.decoder.test_kio import PAIRS as KIO_PAIRS
 from tests.decoder.test_kio import SPECS, kio_classes, kio_serial
 from tests.strategies import message_value

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arrowkafka import reference as ref
-from arrowkafka.encoder import uuids_as_bytes
+from arrowkafka import oracle as ref
+from arrowkafka.codec.encode import uuids_as_bytes
 from arrowkafka.schema import storage_type
 from tests.decoder.test_roundtrip import PAIRS, specs_of
 from tests.encoder.pure_kernel import encode_specialised

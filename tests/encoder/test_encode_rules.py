@@ -12,8 +12,9 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.encoder import uuids_as_bytes
+from arrowkafka import oracle as ref
+from arrowkafka.codec.encode import uuids_as_bytes
+from arrowkafka.schema import default_struct
 from tests.conftest import SHARED, SPEC_FOLDERS
 from tests.encoder.pure_kernel import encode_specialised
 
@@ -40,7 +41,7 @@ def rows(
     schema = pa.schema(
         [pa.field(f.name, types.get(f.name, loose(f.type))) for f in specs.arrow_schema(name, version)]
     )
-    full = [{**ref.default_struct(specs[name], specs[name].root, version), **v} for v in values]
+    full = [{**default_struct(specs[name], specs[name].root, version), **v} for v in values]
     return pa.RecordBatch.from_pylist(uuids_as_bytes(full), schema=schema)
 
 
@@ -168,8 +169,8 @@ def test_values_no_row_reaches_are_not_checked() -> None:
         names=["topics", "allow_auto_topic_creation", "include_topic_authorized_operations"],
     )
     spec = SPECS["MetadataRequest"]
-    want = ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": None})
-    both = [want, ref.encode(spec, 12, {**ref.default_struct(spec, spec.root, 12), "topics": []})]
+    want = ref.encode(spec, 12, {**default_struct(spec, spec.root, 12), "topics": None})
+    both = [want, ref.encode(spec, 12, {**default_struct(spec, spec.root, 12), "topics": []})]
     assert SPECS.encode(batch, "MetadataRequest", 12).to_pylist() == both
     # (the interpreter sizes this batch, as a value could fail; the generated kernel writes it)
     assert encode_specialised(SPECS, batch, "MetadataRequest", 12).to_pylist() == both
@@ -256,7 +257,7 @@ def test_columns_the_input_lacks_are_written_as_defaults() -> None:
     spec = SPECS["MetadataRequest"]
     for v in (4, 8, 12):
         (body,) = SPECS.encode(batch, "MetadataRequest", v).to_pylist()
-        assert body == ref.encode(spec, v, {**ref.default_struct(spec, spec.root, v), "topics": []})
+        assert body == ref.encode(spec, v, {**default_struct(spec, spec.root, v), "topics": []})
 
 
 # ---- tagged fields ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Encode kernels generated per plan (``arrowkafka.encode_codegen``): compiled by Numba for a
+"""Encode kernels generated per plan (``arrowkafka.codegen.encode``): compiled by Numba for a
 few plans that between them use every instruction, they write the reference encoder's bytes
 (the interpreter's too) and give its errors, and a first small encode stays on the plain-Python
 tier. (How ``kernel="auto"`` moves a plan to its kernel: tests/kernels/test_auto_tier.py.)"""
@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrowkafka as ak
-from arrowkafka import encode_codegen
-from arrowkafka import reference as ref
-from arrowkafka.encoder import encode_batch, uuids_as_bytes
+from arrowkafka import oracle as ref
+from arrowkafka.codec.encode import encode_batch, uuids_as_bytes
+from arrowkafka.codegen import encode as encode_codegen
 from arrowkafka.plan import compile_plan
 from tests.conftest import ROOT, SHARED, SPEC_FOLDERS
 from tests.encoder.test_encode_roundtrip import storage_schema
@@ -61,18 +61,18 @@ def test_compiled_kernel_writes_the_reference_bytes(
     def check(values: list[dict[str, Any]]) -> None:
         bodies = [ref.encode(spec, version, v) for v in values]
         batch = pa.RecordBatch.from_pylist(uuids_as_bytes(values), schema=schema)
-        assert encode_batch(specs, batch, name, version, kernel="specialised").to_pylist() == bodies
-        sizes = encode_batch(specs, batch, name, version, kernel="specialised", sizes_only=True)
+        assert encode_batch(specs[name], batch, version, kernel="specialised").to_pylist() == bodies
+        sizes = encode_batch(specs[name], batch, version, kernel="specialised", sizes_only=True)
         assert sizes.to_pylist() == [len(b) for b in bodies]
         every = specs.decode(bodies, name, version, all_versions=True)
-        assert encode_batch(specs, every, name, version, kernel="specialised").to_pylist() == bodies
+        assert encode_batch(specs[name], every, version, kernel="specialised").to_pylist() == bodies
 
     check()
     if vector is not None:  # a real body, 130 times: enough rows for two threads
         body = (SHARED / "vectors" / f"{vector}.bin").read_bytes()
         batch = specs.decode([body] * 130, name, version)
         for threads in (1, 2):
-            out = encode_batch(specs, batch, name, version, kernel="specialised", threads=threads)
+            out = encode_batch(specs[name], batch, version, kernel="specialised", threads=threads)
             assert out.to_pylist() == [body] * 130
 
 
@@ -82,7 +82,7 @@ def test_compiled_kernel_errors_are_the_interpreters() -> None:
         texts = set()
         for kernel in ("interpreter", "specialised"):
             with pytest.raises(ak.EncodeError) as e:
-                encode_batch(specs, batch, name, version, kernel=kernel)
+                encode_batch(specs[name], batch, version, kernel=kernel)
             texts.add(str(e.value))
         (text,) = texts
         return text
@@ -115,7 +115,7 @@ body = open({str(SHARED / "vectors" / "fetch_request_v12.bin")!r}, "rb").read()
 batch = ak.decode([body], "FetchRequest", 12)
 assert ak.encode(batch, "FetchRequest", 12).to_pylist() == [body]
 assert "numba" not in sys.modules, "a first small encode must not import numba"
-assert "arrowkafka.encode_codegen" not in sys.modules
+assert "arrowkafka.codegen.encode" not in sys.modules
 print("ok")
 """
 

@@ -1,4 +1,4 @@
-"""``kernel="auto"`` (``arrowkafka.specialise``): a plan starts on the interpreter; once it has
+"""``kernel="auto"`` (``arrowkafka.codegen.promote``): a plan starts on the interpreter; once it has
 had enough input, a child process compiles its generated kernel into Numba's cache while the
 interpreter carries on, and the next batch after the child is done uses the kernel. A later
 process finds the kernel built and uses it at once; a compile that fails leaves the plan on
@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import codegen, specialise
+from arrowkafka.codegen import decode as codegen
+from arrowkafka.codegen import promote as specialise
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 

@@ -1,4 +1,4 @@
-"""Kernels specialised to a plan (``arrowkafka.codegen``) behave exactly as the interpreter:
+"""Kernels specialised to a plan (``arrowkafka.codegen.decode``) behave exactly as the interpreter:
 the same rows, the same rejects, the same errors word for word, on real vectors, every kind of
 damage, and generated values of the feature specs."""
 
@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arrowkafka as ak
-from arrowkafka import reference as ref
-from arrowkafka.decoder import decode_batch
-from arrowkafka.specset import SpecSet
+from arrowkafka import oracle as ref
+from arrowkafka.api import SpecSet
+from arrowkafka.codec.decode import decode_batch
 from tests.conftest import SHARED, SPEC_FOLDERS
 from tests.strategies import message_value
 
@@ -28,7 +28,7 @@ def both(specs: SpecSet, bodies: list[bytes], name: str, version: int) -> None:
         out = {}
         for kernel in ("interpreter", "specialised"):
             try:
-                out[kernel] = decode_batch(specs, bodies, name, version, errors=errors, kernel=kernel)
+                out[kernel] = decode_batch(specs[name], bodies, version, errors=errors, kernel=kernel)
             except ak.DecodeError as e:
                 out[kernel] = (type(e), str(e))
         a, b = out["interpreter"], out["specialised"]
@@ -88,6 +88,6 @@ def test_feature_specs(name: str, version: int) -> None:
 
 
 def test_generated_module_is_cached_on_disk(tmp_path: Path) -> None:
-    from arrowkafka.codegen import cache_dir
+    from arrowkafka.codegen.modules import cache_dir
 
     assert any(cache_dir().glob("ak_*.py"))

@@ -11,7 +11,7 @@ from tests.conftest import ROOT, SHARED
 SCRIPT = f"""
 import sys
 import arrowkafka as ak
-from arrowkafka import reference as ref
+from arrowkafka import oracle as ref
 small = open({str(SHARED / "vectors" / "fetch_request_v12.bin")!r}, "rb").read()
 big = open({str(SHARED / "vectors" / "metadata_response_v12_1t1000p.bin")!r}, "rb").read()
 first = ak.decode([small, small], "FetchRequest", 12).to_pylist()

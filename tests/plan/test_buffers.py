@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import arrowkafka as ak
-from arrowkafka.assemble import allocate, assemble
-from arrowkafka.decoder import _input, _Run, as_bodies
+from arrowkafka.assembly.assemble import allocate, assemble
+from arrowkafka.codec.decode import _input, _Run, as_bodies
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 

@@ -7,7 +7,8 @@ import pyarrow as pa
 
 import arrowkafka as ak
 from arrowkafka.kernels import decode as kernel
-from arrowkafka.plan import OPS, compile_plan
+from arrowkafka.kernels.isa import OPS
+from arrowkafka.plan import compile_plan
 
 
 def test_kernel_and_plan_share_one_instruction_set() -> None:

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
+from arrowkafka.api import SpecSet
 from arrowkafka.errors import SpecError
+from arrowkafka.ir import load_spec_text
 from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name
-from arrowkafka.spec import load_spec_text
-from arrowkafka.specset import SpecSet
 from tests.conftest import SPEC_FOLDERS
 
 

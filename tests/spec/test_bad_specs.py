@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from arrowkafka.errors import SpecError
-from arrowkafka.spec import load_spec_text
+from arrowkafka.ir import load_spec_text
 
 
 def spec(fields: list[dict[str, Any]] | None = None, **top: Any) -> str:

@@ -13,7 +13,7 @@ import pkgutil
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.spec import request_header_version, response_header_version
+from arrowkafka.ir import request_header_version, response_header_version
 
 
 def kio_classes() -> list[type]:

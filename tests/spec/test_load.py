@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.spec import (
+from arrowkafka.ir import (
     DIALECT_DRAFT,
     STRUCT_DEFAULTS,
     load_folder,
     load_spec_text,
     parse_versions,
 )
-from arrowkafka.spec.jsonc import strip_comments
+from arrowkafka.ir.jsonc import strip_comments
 from tests.conftest import ROOT, SPEC_FOLDERS
 
 # (files, messages, (message, version) pairs) in each spec folder.

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arrowkafka.spec import MAX_VERSION, Versions, parse_versions
-from arrowkafka.spec.versions import NONE
+from arrowkafka.ir import MAX_VERSION, Versions, parse_versions
+from arrowkafka.ir.versions import NONE
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka import traffic
 from arrowkafka.cli import main
 from arrowkafka.traffic import decode_capture
+from arrowkafka.traffic import parquet as traffic
 from tests.conftest import SHARED
 
 # From ../shared/captures/README.md: requests / responses, and the (API, version) pairs seen.

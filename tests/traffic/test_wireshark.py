@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.specset import SpecSet
+from arrowkafka.api import SpecSet
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
 

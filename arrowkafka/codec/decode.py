@@ -9,21 +9,21 @@ start where range k-1's counts end, so the ranges fill disjoint parts of the sam
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from . import specialise
-from .arrays import binary_array, int64_array, string_array
-from .assemble import BatchTooLarge, Buffers, allocate, assemble
-from .errors import Corrupt, DecodeError, Truncated
-from .kernels import status
-from .kernels.tiers import kernel_run
-from .plan import OPS, Plan, compile_plan
-
-if TYPE_CHECKING:
-    from .specset import SpecSet
+from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
+from arrowkafka.assembly.assemble import BatchTooLarge, Buffers, allocate, assemble
+from arrowkafka.codegen import promote
+from arrowkafka.codegen.decode import specialised_kernel
+from arrowkafka.errors import Corrupt, DecodeError, Truncated
+from arrowkafka.ir import MessageSpec
+from arrowkafka.kernels import isa
+from arrowkafka.kernels.isa import OPS
+from arrowkafka.kernels.tiers import kernel_run
+from arrowkafka.plan import Plan, compile_plan
 
 __all__ = ["decode_batch", "as_bodies", "Ranges"]
 
@@ -32,20 +32,20 @@ KERNELS = ("auto", "interpreter", "specialised")
 
 # kernel error code -> (exception class, reason template)
 _REASONS: dict[int, tuple[type[DecodeError], str]] = {
-    status.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
-    status.E_FORGED_COUNT: (
+    isa.E_TRUNCATED: (Truncated, "reading {what}: needs {d1} bytes, {d2} left"),
+    isa.E_FORGED_COUNT: (
         Truncated,
         "reading {what}: {d1} elements cannot fit in the {d2} bytes left",
     ),
-    status.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
-    status.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
-    status.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
-    status.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
-    status.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
-    status.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
-    status.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
-    status.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
-    status.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
+    isa.E_NEGATIVE: (Corrupt, "reading {what}: negative length {d1}"),
+    isa.E_NULL: (Corrupt, "reading {what}: null in a field that is not nullable in this version"),
+    isa.E_UTF8: (Corrupt, "reading {what}: invalid UTF-8"),
+    isa.E_VARINT_LONG: (Corrupt, "reading {what}: varint too long"),
+    isa.E_VARINT_BIG: (Corrupt, "reading {what}: varint too big for its type"),
+    isa.E_MARKER: (Corrupt, "reading {what}: bad nullable-struct marker {d1}"),
+    isa.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
+    isa.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
+    isa.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
 }
 
 
@@ -170,11 +170,9 @@ class _Run:
         kilobytes), or the one generated for the plan (at once, or under "auto" once ready)."""
         nbytes = int(self.ends.sum() - self.starts.sum())
         if kernel == "specialised":
-            from .codegen import specialised_kernel
-
             self.fn = specialised_kernel(self.plan)
         elif kernel == "auto":
-            self.fn = specialise.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
+            self.fn = promote.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
         self.fn = self.fn or kernel_run(nbytes)
 
     def args(
@@ -204,7 +202,7 @@ class _Run:
             p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
             counts, dcounts, *bases, *arenas,
-            np.zeros(status.STATUS_SIZE, np.int64), self.reject_code, self.reject_offset, self.reject_pc,
+            np.zeros(isa.STATUS_SIZE, np.int64), self.reject_code, self.reject_offset, self.reject_pc,
         )  # fmt: skip
 
     def call(
@@ -214,17 +212,17 @@ class _Run:
         err = self.fn(*args)
         if err:
             out = args[-4]
-            i = int(out[1])
-            idx = [int(x) for x in out[7 : 7 + int(out[6])]]
+            i = int(out[isa.S_MESSAGE])
+            idx = [int(x) for x in out[isa.S_INDICES : isa.S_INDICES + int(out[isa.S_DEPTH])]]
             size = int(self.ends[i] - self.starts[i])
-            pc, d1, d2, run_row = int(out[3]), int(out[4]), int(out[5]), int(out[15])
-            raise _error(self.plan, err, i, int(out[2]), pc, d1, d2, idx, size, run_row)
+            pc, d1, d2 = int(out[isa.S_PC]), int(out[isa.S_D1]), int(out[isa.S_D2])
+            offset, run_row = int(out[isa.S_OFFSET]), int(out[isa.S_RUN_ROW])
+            raise _error(self.plan, err, i, offset, pc, d1, d2, idx, size, run_row)
 
 
 def decode_batch(
-    specs: SpecSet,
+    spec: MessageSpec,
     bodies: Any,
-    name: str,
     version: int,
     *,
     errors: str = "raise",
@@ -237,7 +235,7 @@ def decode_batch(
         raise ValueError(f"errors must be one of {ERRORS}, not {errors!r}")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
-    plan = compile_plan(specs[name], version, all_versions)
+    plan = compile_plan(spec, version, all_versions)
     array: pa.Array | Ranges
     if isinstance(bodies, Ranges):
         array = bodies

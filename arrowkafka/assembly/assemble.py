@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .blocks import block
-from .plan import FIXED, LIST, MAP, STRUCT, VARBIN, Node, Plan
+from arrowkafka.assembly.blocks import block
+from arrowkafka.kernels.isa import K_FIXED, K_LIST, K_MAP, K_STRUCT, K_VARBIN
+from arrowkafka.plan import Node, Plan
 
 __all__ = ["Buffers", "allocate", "assemble"]
 
@@ -48,11 +49,11 @@ class Buffers:
             i, n = node.id, int(counts[node.id])
             if self.valid_base[i] >= 0:
                 out[f"n{i}-validity"] = self.valid[self.valid_base[i] : self.valid_base[i] + n]
-            if node.kind in (LIST, VARBIN, MAP):
+            if node.kind in (K_LIST, K_VARBIN, K_MAP):
                 out[f"n{i}-offsets"] = self.offs[self.off_base[i] : self.off_base[i] + n + 1]
-            if node.kind == VARBIN:
+            if node.kind == K_VARBIN:
                 out[f"n{i}-data"] = self.bytes_out[self.data_base[i] : self.data_base[i] + dcounts[i]]
-            if node.kind == FIXED:
+            if node.kind == K_FIXED:
                 out[f"n{i}-values"] = self.a8[self.fixed_base[i] : self.fixed_base[i] + n * node.width]
         return out
 
@@ -71,22 +72,22 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
     fixed = offsets = data = valid = 0
     for node in plan.nodes:
         i, c = node.id, int(counts[node.id])
-        if node.kind == FIXED:
+        if node.kind == K_FIXED:
             fixed_base[i] = fixed
             fixed += _aligned(c * node.width)
-        if node.kind in (LIST, VARBIN, MAP):
-            if c >= 2**31 - 1 or (node.kind == VARBIN and dcounts[i] >= 2**31):
+        if node.kind in (K_LIST, K_VARBIN, K_MAP):
+            if c >= 2**31 - 1 or (node.kind == K_VARBIN and dcounts[i] >= 2**31):
                 raise BatchTooLarge(f"{node.path}: more than 2 GiB or 2^31 items in one batch")
             off_base[i] = offsets
             offsets += _aligned(c + 1)
-        if node.kind == VARBIN:
+        if node.kind == K_VARBIN:
             data_base[i] = data
             data += _aligned(int(dcounts[i]))
         if node.nullable:
             valid_base[i] = valid
             valid += _aligned(c)
     offs = _arena(max(offsets, 1) * 4).view(np.int32)
-    offs[off_base[[nd.id for nd in plan.nodes if nd.kind in (LIST, VARBIN, MAP)]]] = 0
+    offs[off_base[[nd.id for nd in plan.nodes if nd.kind in (K_LIST, K_VARBIN, K_MAP)]]] = 0
     return Buffers(
         fixed_base,
         off_base,
@@ -146,7 +147,7 @@ def _array(
         validity_bytes = row_valid if validity_bytes is None else validity_bytes & row_valid
     validity, nulls = _bitmap(validity_bytes) if validity_bytes is not None else (None, 0)
     t = node.type
-    if node.kind == FIXED:
+    if node.kind == K_FIXED:
         storage = t.storage_type if isinstance(t, pa.ExtensionType) else t
         raw = bufs.a8[bufs.fixed_base[i] : bufs.fixed_base[i] + length * node.width]
         if pa.types.is_boolean(storage):
@@ -155,15 +156,15 @@ def _array(
             values = pa.py_buffer(raw)
         arr = pa.Array.from_buffers(storage, length, [validity, values], null_count=nulls)
         return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
-    if node.kind == VARBIN:
+    if node.kind == K_VARBIN:
         offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
         data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
         return pa.Array.from_buffers(t, length, [validity, offsets, data], null_count=nulls)
     children = [_array(c, bufs, counts, dcounts) for c in node.children]
-    if node.kind == STRUCT:
+    if node.kind == K_STRUCT:
         return pa.Array.from_buffers(t, length, [validity], null_count=nulls, children=children)
     offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
-    if node.kind == MAP:
+    if node.kind == K_MAP:
         entries_type = pa.struct([t.key_field, t.item_field])
         entries = pa.Array.from_buffers(entries_type, len(children[0]), [None], children=children)
         children = [entries]

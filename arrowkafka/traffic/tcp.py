@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-from .packets import ACK, FIN, RST, SYN, Segment
+from arrowkafka.traffic.packets import ACK, FIN, RST, SYN, Segment
 
 __all__ = [
     "FlowKey",

@@ -38,10 +38,9 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
-from arrowkafka.blocks import array, block
+from arrowkafka.assembly.blocks import array, block
 from arrowkafka.kernels import capture as k
-
-from .frames import (
+from arrowkafka.traffic.frames import (
     _MIN_SIZE,
     MAX_FRAME_SIZE,
     REQUEST,
@@ -52,9 +51,9 @@ from .frames import (
     KafkaFrame,
     KafkaFramer,
 )
-from .packets import PacketStats, Segment, parse_packet
-from .pcap import _PCAP_MAGICS, MAX_RECORD, CaptureFormatError, CaptureReader, Packet
-from .tcp import TcpReassembler
+from arrowkafka.traffic.packets import PacketStats, Segment, parse_packet
+from arrowkafka.traffic.pcap import _PCAP_MAGICS, MAX_RECORD, CaptureFormatError, CaptureReader, Packet
+from arrowkafka.traffic.tcp import TcpReassembler
 
 __all__ = ["CHUNK_BYTES", "FrameArrays", "capture_frame_arrays", "capture_frame_chunks"]
 

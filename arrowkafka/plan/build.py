@@ -1,18 +1,10 @@
-"""Stage 3: a ``MessageSpec`` and a version -> a decode ``Plan`` (data, not code).
+"""Stage 3: a ``MessageSpec`` and a version -> its ``Plan`` (``plan.model``), cached.
 
-A plan has two parts:
-
-- **nodes**: one per Arrow array of the output (struct, list, fixed-width values, var-length
-  binary, the unknown-tags map), in the pre-order of ``arrow_schema``; the kernels count slots
-  and bytes per node in pass 1 and fill the node's buffers in pass 2. Buffer names follow the
-  node id: ``n7-validity``, ``n7-offsets``, ``n7-data``.
-- **code**: an int32 array of instructions ``[op, node, a, b, c, d, e, f]`` that the kernel
-  interprets once per message. Every version condition is resolved here, so the code for
-  FetchRequest v12 has no "if version >= 3" left in it: fields absent in the version become
-  default-writing instructions, tagged fields become a tag section, and so on.
-
-Out-of-line segments (a tagged field's value, a default subtree) follow the main program and
-end in ``RET``; the main program ends in ``END``. ``describe()`` prints the program.
+The node tree mirrors ``schema.message_schema`` (one node per output Arrow array); the
+program resolves every version condition of the spec (``Field.present_in``, ``tagged_in``,
+``encoding_in`` ...) into instructions of ``kernels.isa``: compact or classic lengths, tag
+sections, KIP-893 markers, KIP-625 varints, the draft's optional-field buffer, defaults for
+fields absent in the version.
 """
 
 from __future__ import annotations
@@ -20,121 +12,37 @@ from __future__ import annotations
 import struct as _struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
 import pyarrow as pa
 
-from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, message_schema
-from .spec import Field, MessageSpec, Struct
+from arrowkafka.ir import Field, MessageSpec, Struct
+from arrowkafka.kernels.isa import (
+    EL_BOOL,
+    EL_F64,
+    EL_INT,
+    EL_UINT,
+    EL_UUID,
+    ENC_UVARINT,
+    ENC_ZIGZAG,
+    FIXED_RUN,
+    K_FIXED,
+    K_LIST,
+    K_MAP,
+    K_STRUCT,
+    K_VARBIN,
+    LEN_INT16,
+    LEN_INT32,
+    LEN_UVARINT,
+    OP,
+)
+from arrowkafka.plan.model import WIDTH, Node, Plan
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, message_schema
 
-__all__ = ["Node", "Plan", "compile_plan", "OPS"]
+__all__ = ["compile_plan"]
 
-# ---- instruction set (kept in step with kernels/decode.py) --------------------------------------
-OPS = [
-    "END",  # message done
-    # node, enc (0 fixed signed, 1 fixed unsigned, 2 zigzag varint, 3 unsigned varint),
-    # wire bytes (fixed) or bits (varint), output width
-    "INT",
-    "VARBIN",  # node, len kind (0 int16, 1 int32, 2 uvarint), wire nullable, utf8
-    "LIST",  # node, len kind, wire nullable, min element size, pc after LIST_NEXT
-    "LIST_NEXT",  # loop back or pop
-    "LIST_FIXED",  # node, child, len kind, wire nullable, element kind, element bytes
-    "STRUCT",  # node: one slot (validity 1 if the node has validity)
-    "NSTRUCT",  # node, marker (0 int8 -1/1, 1 uvarint 0/1), pc after body, default pc
-    # map node, key node, value node, known-tags table start, count, no-frame flag (1 when
-    # no tag is known: unknown tags are kept and no TAGGED/SECTION_END follows), the struct's
-    # _tags_present list node (-1: none): known tags seen are appended to it
-    "TAGS",
-    "OPTBUF",  # same, for the draft's optional-field buffer
-    "TAGGED",  # node of the field, tag, value pc, default pc
-    "SECTION_END",  # continue after the tag section / optional buffer
-    "RET",  # end of an out-of-line segment
-    "DEF_FIXED",  # node, const index, width
-    "DEF_VARBIN",  # node, const byte start, length, is null
-    "DEF_LIST",  # node, is null
-    "DEF_STRUCT",  # node, is null
-    "DEF_MAP",  # map node: an empty map
-    "DEF_UUID",  # node, const byte start (16 bytes)
-    # -, first row of the run table, rows, total wire bytes: consecutive fixed-width fields
-    # (one bounds check, one dispatch); each run row is (node, kind, wire bytes, out width)
-    "FIXED_RUN",
-]
-OP = {name: i for i, name in enumerate(OPS)}
-
-# node kinds
-STRUCT, LIST, FIXED, VARBIN, MAP = range(5)
-KIND_NAMES = ["struct", "list", "fixed", "varbin", "map"]
-# LIST_FIXED element kinds, also the kinds of FIXED_RUN rows
-E_INT, E_UINT, E_F64, E_BOOL, E_UUID = range(5)
-# length kinds
-L_INT16, L_INT32, L_UVARINT = range(3)
-
-_WIDTH = {
-    "bool": 1,
-    "int8": 1,
-    "int16": 2,
-    "uint16": 2,
-    "int32": 4,
-    "uint32": 4,
-    "int64": 8,
-    "float64": 8,
-    "uuid": 16,
-}
-
-
-@dataclass(eq=False)
-class Node:
-    """One Arrow array of the output."""
-
-    id: int
-    kind: int
-    type: pa.DataType  # Arrow type of this array (the uuid extension for uuid)
-    nullable: bool  # has a validity buffer
-    path: str  # e.g. $.topics[].partitions[].error_code
-    width: int = 0  # FIXED: bytes per slot
-    children: list[Node] = field(default_factory=list)
-    field: Field | None = None  # the spec field, for defaults
-    struct: Struct | None = None  # STRUCT nodes: the spec struct
-
-
-@dataclass(eq=False)
-class Plan:
-    name: str
-    version: int
-    all_versions: bool
-    schema: pa.Schema
-    nodes: list[Node]
-    root: Node
-    code: np.ndarray  # int32 [n, 8]
-    consts: np.ndarray  # int64: fixed-width defaults (float64 as its bits)
-    const_bytes: np.ndarray  # uint8: string/bytes/uuid defaults
-    tag_table: np.ndarray  # int32: known tags of each tag section, ascending
-    runs: np.ndarray  # int32 [n, 4]: FIXED_RUN rows (node, kind, wire bytes, out width)
-    paths: list[str]  # per instruction: the field path it reads
-    run_paths: list[str]  # per FIXED_RUN row
-    root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
-    max_depth: int  # stack frames the kernel needs
-
-    def indexed_path(self, pc: int, run_row: int, indices: list[int]) -> str:
-        """The path instruction ``pc`` (or FIXED_RUN row ``run_row``) reads, with the list
-        indices filled in: ``$.topics[2].partitions[0].error_code``."""
-        return with_indices(self.run_paths[run_row] if run_row >= 0 else self.paths[pc], indices)
-
-    def describe(self) -> str:
-        """The program, one instruction per line, with the path each one reads."""
-        lines = [f"plan {self.name} v{self.version}{' (all versions)' if self.all_versions else ''}"]
-        for n in self.nodes:
-            lines.append(f"  n{n.id:<3} {KIND_NAMES[n.kind]:<6} {n.type}  {n.path}")
-        for pc, row in enumerate(self.code):
-            args = " ".join(str(int(x)) for x in row[1:])
-            lines.append(f"{pc:5d} {OPS[row[0]]:<12} {args:<28} {self.paths[pc]}")
-            if OPS[row[0]] == "FIXED_RUN":
-                for r in range(row[2], row[2] + row[3]):
-                    fields = " ".join(str(int(x)) for x in self.runs[r])
-                    lines.append(f"{'':18}{fields:<28} {self.run_paths[r]}")
-        return "\n".join(lines)
+_ELEMENT_KIND = {"bool": EL_BOOL, "float64": EL_F64, "uuid": EL_UUID, "uint16": EL_UINT, "uint32": EL_UINT}
 
 
 # ---- node tree (mirrors schema.message_schema) ----------------------------------------------
@@ -152,31 +60,31 @@ class _NodeBuilder:
     def for_type(self, f: Field | None, pa_field: pa.Field, path: str, struct: Struct | None) -> Node:
         t = pa_field.type
         if pa_field.name == TAGS_PRESENT:
-            node = self.new(LIST, t, False, path)
-            node.children = [self.new(FIXED, pa.uint32(), False, path + "[]", width=4)]
+            node = self.new(K_LIST, t, False, path)
+            node.children = [self.new(K_FIXED, pa.uint32(), False, path + "[]", width=4)]
             return node
         if pa.types.is_struct(t):
-            node = self.new(STRUCT, t, pa_field.nullable, path, field=f, struct=struct)
+            node = self.new(K_STRUCT, t, pa_field.nullable, path, field=f, struct=struct)
             assert struct is not None
             node.children = self.struct_children(struct, t, path)
             return node
         if pa.types.is_map(t):
-            node = self.new(MAP, t, False, path)
+            node = self.new(K_MAP, t, False, path)
             node.children = [
-                self.new(FIXED, pa.uint32(), False, path + ".key", width=4),
-                self.new(VARBIN, pa.binary(), False, path + ".value"),
+                self.new(K_FIXED, pa.uint32(), False, path + ".key", width=4),
+                self.new(K_VARBIN, pa.binary(), False, path + ".value"),
             ]
             return node
         if pa.types.is_list(t):
-            node = self.new(LIST, t, pa_field.nullable, path, field=f)
+            node = self.new(K_LIST, t, pa_field.nullable, path, field=f)
             item = t.value_field
             elem_struct = f.struct if f is not None else None
             node.children = [self.for_type(f, item, path + "[]", elem_struct)]
             return node
         if pa.types.is_string(t) or pa.types.is_binary(t):
-            return self.new(VARBIN, t, pa_field.nullable, path, field=f)
+            return self.new(K_VARBIN, t, pa_field.nullable, path, field=f)
         assert f is not None
-        return self.new(FIXED, t, pa_field.nullable, path, width=_WIDTH[f.element], field=f)
+        return self.new(K_FIXED, t, pa_field.nullable, path, width=WIDTH[f.element], field=f)
 
     def struct_children(self, s: Struct, t: pa.StructType, path: str) -> list[Node]:
         by_col = {column_name(f.name): f for f in (*s.optional_fields, *s.fields)}
@@ -214,7 +122,7 @@ class _Emitter:
     def fixed(self, node: int, kind: int, wire_bytes: int, width: int, path: str) -> None:
         """A fixed-width field: joins the run the previous instruction opened, if it can."""
         last = self.code[-1] if self.code else None
-        if last is not None and last[0] == OP["FIXED_RUN"] and self.target != len(self.code):
+        if last is not None and last[0] == FIXED_RUN and self.target != len(self.code):
             last[3] += 1
             last[4] += wire_bytes
         else:
@@ -249,16 +157,16 @@ class _Emitter:
 
     def defaults(self, node: Node, value: object) -> None:
         """Write ``value`` (a spec default) into ``node``; structs recurse into children."""
-        if node.kind == STRUCT:
+        if node.kind == K_STRUCT:
             is_null = value is None
             self.emit("DEF_STRUCT", node.id, int(is_null), path=node.path)
             for child in node.children:
                 self.defaults(child, self.default_of(child))
-        elif node.kind == MAP:
+        elif node.kind == K_MAP:
             self.emit("DEF_MAP", node.id, path=node.path)
-        elif node.kind == LIST:
+        elif node.kind == K_LIST:
             self.emit("DEF_LIST", node.id, int(value is None), path=node.path)
-        elif node.kind == VARBIN:
+        elif node.kind == K_VARBIN:
             if value is None:
                 self.emit("DEF_VARBIN", node.id, 0, 0, 1, path=node.path)
             else:
@@ -284,7 +192,7 @@ class _Emitter:
     def default_of(node: Node) -> object:
         """The spec default of a field's node (the unknown-tags map and _tags_present: empty)."""
         if node.field is None:
-            return [] if node.kind == LIST else None
+            return [] if node.kind == K_LIST else None
         return node.field.default
 
     # -- reading -------------------------------------------------------------------------------
@@ -363,13 +271,13 @@ class _Emitter:
         v = self.v
         wire_nullable = int(f.nullable_in(v))
         if f.kind == "array":
-            len_kind = L_UVARINT if self.flexible(f) else L_INT32
+            len_kind = LEN_UVARINT if self.flexible(f) else LEN_INT32
             (child,) = node.children
-            if f.struct is None and f.element in _WIDTH:
+            if f.struct is None and f.element in WIDTH:
                 # Arrays of fixed-width values (no KIP-625 encoding is allowed on arrays) are
                 # one instruction: the kernel converts the whole run in a tight loop.
-                ekind = {"bool": E_BOOL, "float64": E_F64, "uuid": E_UUID, "uint16": E_UINT, "uint32": E_UINT}
-                args = (child.id, len_kind, wire_nullable, ekind.get(f.element, E_INT), _WIDTH[f.element])
+                ekind = _ELEMENT_KIND.get(f.element, EL_INT)
+                args = (child.id, len_kind, wire_nullable, ekind, WIDTH[f.element])
                 self.emit("LIST_FIXED", node.id, *args, path=node.path)
                 return
             pc = self.emit(
@@ -404,25 +312,25 @@ class _Emitter:
     def primitive(self, f: Field, node: Node) -> None:
         e = f.element
         if e in ("string", "bytes", "records"):
-            len_kind = L_UVARINT if self.flexible(f) else (L_INT16 if e == "string" else L_INT32)
+            len_kind = LEN_UVARINT if self.flexible(f) else (LEN_INT16 if e == "string" else LEN_INT32)
             self.emit(
                 "VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path
             )
         elif e == "bool":
-            self.fixed(node.id, E_BOOL, 1, 1, node.path)
+            self.fixed(node.id, EL_BOOL, 1, 1, node.path)
         elif e == "float64":
-            self.fixed(node.id, E_F64, 8, 8, node.path)
+            self.fixed(node.id, EL_F64, 8, 8, node.path)
         elif e == "uuid":
-            self.fixed(node.id, E_UUID, 16, 16, node.path)
+            self.fixed(node.id, EL_UUID, 16, 16, node.path)
         elif e in ("uint16", "uint32"):
-            self.fixed(node.id, E_UINT, _WIDTH[e], node.width, node.path)
+            self.fixed(node.id, EL_UINT, WIDTH[e], node.width, node.path)
         else:
             enc = f.encoding_in(self.v) if e != "int8" else "fixed8"
             bits = int(enc[-2:]) if e != "int8" else 8
             if enc.startswith("fixed"):
-                self.fixed(node.id, E_INT, bits // 8, node.width, node.path)
+                self.fixed(node.id, EL_INT, bits // 8, node.width, node.path)
             else:
-                kind = 2 if enc.startswith("packed") else 3
+                kind = ENC_ZIGZAG if enc.startswith("packed") else ENC_UVARINT
                 self.emit("INT", node.id, kind, bits, node.width, path=node.path)
 
     def min_size(self, f: Field, element: bool) -> int:
@@ -441,27 +349,26 @@ class _Emitter:
             return 1 if self.flexible(f) else (2 if e == "string" else 4)
         if e in ("int16", "int32", "int64") and not f.encoding_in(v).startswith("fixed"):
             return 1
-        return _WIDTH[e]
+        return WIDTH[e]
 
 
 def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
     schema = message_schema(spec, None if all_versions else version)
     nb = _NodeBuilder()
-    root = nb.new(STRUCT, pa.struct(list(schema)), False, "$", struct=spec.root)
+    root = nb.new(K_STRUCT, pa.struct(list(schema)), False, "$", struct=spec.root)
     children = {column_name(f.name): f for f in (*spec.root.optional_fields, *spec.root.fields)}
     for pf in schema:
         f = children.get(pf.name)
         if pf.name == VERSION_COLUMN:
-            root.children.append(nb.new(FIXED, pa.int16(), False, "$._version", width=2))
+            root.children.append(nb.new(K_FIXED, pa.int16(), False, "$._version", width=2))
         else:
             root.children.append(nb.for_type(f, pf, f"$.{pf.name}", f.struct if f is not None else None))
     em = _Emitter(spec, version)
     if all_versions:
         em.consts.append(version)
         em.emit("DEF_FIXED", root.children[0].id, 0, 2, path="$._version")
-    body_root = Node(
-        root.id, STRUCT, root.type, False, "$", children=[c for c in root.children if c.path != "$._version"]
-    )
+    body = [c for c in root.children if c.path != "$._version"]
+    body_root = Node(root.id, K_STRUCT, root.type, False, "$", children=body)
     em.struct_body(spec.root, body_root)
     em.emit("END", path="$")
     root_default_pc = em.here()
@@ -492,15 +399,6 @@ def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:
 
 def _depth(node: Node) -> int:
     return 1 + max((_depth(c) for c in node.children), default=0)
-
-
-def with_indices(path: str, indices: list[int]) -> str:
-    """``$.topics[].partitions[].x`` with list indices filled in, outermost first."""
-    parts = path.split("[]")
-    out = parts[0]
-    for k, rest in enumerate(parts[1:]):
-        out += (f"[{indices[k]}]" if k < len(indices) else "[]") + rest
-    return out
 
 
 _CACHE: dict[tuple[str, str, int, bool], Plan] = {}

@@ -14,7 +14,13 @@ RequestHeader spec says so with a field-level ``flexibleVersions: none`` overrid
 
 from __future__ import annotations
 
-__all__ = ["API_VERSIONS", "CONTROLLED_SHUTDOWN", "request_header_version", "response_header_version"]
+__all__ = [
+    "API_VERSIONS",
+    "CONTROLLED_SHUTDOWN",
+    "has_client_id",
+    "request_header_version",
+    "response_header_version",
+]
 
 CONTROLLED_SHUTDOWN = 7
 API_VERSIONS = 18
@@ -28,6 +34,12 @@ def request_header_version(api_key: int, api_version: int, flexible: bool) -> in
     if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     return 2 if flexible else 1
+
+
+def has_client_id(api_key: int, api_version: int) -> bool:
+    """Does the request header carry a client id (header v1 and up)? Known from the first four
+    bytes of any request, whatever the specs say of flexibility."""
+    return request_header_version(api_key, api_version, flexible=False) >= 1
 
 
 def response_header_version(api_key: int, api_version: int, flexible: bool) -> int:

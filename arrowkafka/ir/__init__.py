@@ -3,9 +3,9 @@
 Imports neither pyarrow nor numba (a test checks), so tools that only read specs stay light.
 """
 
-from .headers import request_header_version, response_header_version
-from .load import load_folder, load_folders, load_spec_file, load_spec_text
-from .model import (
+from arrowkafka.ir.headers import request_header_version, response_header_version
+from arrowkafka.ir.load import load_folder, load_folders, load_spec_file, load_spec_text
+from arrowkafka.ir.model import (
     DIALECT_DRAFT,
     DIALECT_TAGGED,
     PRIMITIVES,
@@ -15,7 +15,7 @@ from .model import (
     MessageSpec,
     Struct,
 )
-from .versions import MAX_VERSION, Versions, parse_versions
+from arrowkafka.ir.versions import MAX_VERSION, Versions, parse_versions
 
 __all__ = [
     "DIALECT_DRAFT",

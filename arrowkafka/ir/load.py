@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from arrowkafka.errors import SpecError
-
-from .jsonc import parse_jsonc
-from .model import (
+from arrowkafka.ir.jsonc import parse_jsonc
+from arrowkafka.ir.model import (
     DIALECT_DRAFT,
     DIALECT_TAGGED,
     ENCODING_NAME,
@@ -31,7 +30,7 @@ from .model import (
     MessageSpec,
     Struct,
 )
-from .versions import MAX_VERSION, NONE, Versions, parse_versions
+from arrowkafka.ir.versions import MAX_VERSION, NONE, Versions, parse_versions
 
 __all__ = ["load_spec_file", "load_spec_text", "load_folder", "load_folders", "spec_files"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .versions import NONE, Versions
+from arrowkafka.ir.versions import NONE, Versions
 
 __all__ = [
     "PRIMITIVES",

@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from arrowkafka.codegen import decode, encode
+from arrowkafka.codegen.modules import load_generated, write_generated
+
 __all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
 
 AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is wanted
@@ -54,13 +57,8 @@ _LOCK = threading.Lock()
 def _generated(kind: str) -> tuple[Callable[[Any], tuple[str, Path, str]], Callable[[Any], Any]]:
     """(plan -> (module name, path, source), plan -> the loaded kernel) for ``kind``."""
     if kind == "decode":
-        from .codegen import module_for, specialised_kernel
-
-        return module_for, specialised_kernel
-    from .encode_codegen import module_for as encode_module_for
-    from .encode_codegen import specialised_encoder
-
-    return encode_module_for, specialised_encoder
+        return decode.module_for, decode.specialised_kernel
+    return encode.module_for, encode.specialised_encoder
 
 
 def _marker(path: Path) -> Path:
@@ -129,9 +127,7 @@ def _fail(tier: _Tier, plan: Any, why: str) -> None:
 def spawn_compile(name: str, path: Path, source: str, args: tuple[Any, ...]) -> int:
     """Start a child that compiles module ``name`` (written to ``path``) for the types of
     ``args`` into Numba's cache; its pid. It is reaped with ``os.waitpid``."""
-    from numba import typeof
-
-    from .codegen import write_generated
+    from numba import typeof  # (here: importing Numba costs half a second)
 
     write_generated(path, source)
     sig = path.with_suffix(f".{os.getpid()}.sig")
@@ -146,14 +142,12 @@ def spawn_compile(name: str, path: Path, source: str, args: tuple[Any, ...]) -> 
     return os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions)
 
 
-_CHILD = "import sys; from arrowkafka.specialise import child; child(*sys.argv[1:])"
+_CHILD = "import sys; from arrowkafka.codegen.promote import child; child(*sys.argv[1:])"
 
 
 def child(name: str, path: str, sig_path: str) -> None:
     """In the child: compile, unless another process did while this one waited for the lock."""
     import fcntl
-
-    from .codegen import load_generated
 
     os.nice(5)  # the parent's work comes first
     sig = pickle.loads(Path(sig_path).read_bytes())

@@ -8,7 +8,7 @@ checked) -> pass 1 (check and size every message) -> allocate the output once, o
 running sum -> pass 2 (write) -> ``pa.Array.from_buffers``.
 
 The passes run the interpreter, or (``kernel="auto"`` once a plan has encoded enough and its
-kernel is compiled, see ``specialise``; or ``kernel="specialised"``) the kernel generated for
+kernel is compiled, see ``codegen.promote``; or ``kernel="specialised"``) the kernel generated for
 the plan (``encode_codegen``), which checks nothing: where some value could fail a check,
 pass 1 is the interpreter's.
 
@@ -25,33 +25,38 @@ import functools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import specialise
-from .blocks import array, block
-from .decoder import each_range
-from .errors import EncodeError
-from .kernels import status
-from .kernels.tiers import kernel_run
-from .plan import FIXED, LIST, MAP, OP, STRUCT, VARBIN, Node, Plan, compile_plan, with_indices
-from .reference import default_value
-from .schema import TAGS_PRESENT, UNKNOWN_TAGS, VERSION_COLUMN, column_name, storage_type
-from .spec import STRUCT_DEFAULTS, Field, MessageSpec
-
-if TYPE_CHECKING:
-    from .specset import SpecSet
+from arrowkafka.assembly.blocks import array, block
+from arrowkafka.codec.decode import each_range
+from arrowkafka.codegen import promote
+from arrowkafka.codegen.encode import specialised_encoder
+from arrowkafka.errors import EncodeError
+from arrowkafka.ir import STRUCT_DEFAULTS, Field, MessageSpec
+from arrowkafka.kernels import isa
+from arrowkafka.kernels.isa import K_FIXED, K_LIST, K_MAP, K_STRUCT, K_VARBIN, OP
+from arrowkafka.kernels.tiers import kernel_run
+from arrowkafka.plan import Node, Plan, compile_plan, with_indices
+from arrowkafka.schema import (
+    TAGS_PRESENT,
+    UNKNOWN_TAGS,
+    VERSION_COLUMN,
+    column_name,
+    default_value,
+    storage_type,
+)
 
 __all__ = ["encode_batch"]
 
 _ALIGN = 64
 
 _REASONS = {
-    status.E_RANGE: "{d1} is out of range for {enc}",
-    status.E_LONG_STRING: "string of {d1} bytes is longer than 32767",
+    isa.E_RANGE: "{d1} is out of range for {enc}",
+    isa.E_LONG_STRING: "string of {d1} bytes is longer than 32767",
 }
 
 
@@ -161,30 +166,30 @@ class _Flattener:
 
     def visit(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> None:
         p = self.pieces.setdefault(node.id, _Pieces())
-        if node.kind == FIXED:
+        if node.kind == K_FIXED:
             arr = self.fixed_input(node, arr, live, place)
-        elif node.kind == VARBIN and arr.type != node.type:
+        elif node.kind == K_VARBIN and arr.type != node.type:
             arr = self.cast(arr, node.type, node.path)
         p.valid = _valid(arr)
         if node.id in self.tagged:
             assert node.field is not None
             p.present = _nondefault(self.spec, arr, node.field).astype(np.uint8)
-        if node.kind == FIXED:
+        if node.kind == K_FIXED:
             p.values = _fixed_bytes(arr, node.width)
-        elif node.kind == VARBIN:
+        elif node.kind == K_VARBIN:
             offs = _offsets(arr)
             _check_span(offs, node.path)
             p.offsets = offs
             p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
-        elif node.kind in (LIST, MAP):
+        elif node.kind in (K_LIST, K_MAP):
             self.nested(node, arr, live, place, p)
         else:
             self.struct(node, arr, live, place, p)
 
     def nested(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place, p: _Pieces) -> None:
-        want = pa.types.is_map if node.kind == MAP else pa.types.is_list
+        want = pa.types.is_map if node.kind == K_MAP else pa.types.is_list
         if not want(arr.type):
-            if node.kind == LIST and pa.types.is_large_list(arr.type):
+            if node.kind == K_LIST and pa.types.is_large_list(arr.type):
                 arr = arr.cast(pa.list_(arr.type.value_field))
             else:
                 raise TypeError(f"{node.path}: expected {node.type}, got {arr.type}")
@@ -199,7 +204,7 @@ class _Flattener:
                 keep &= p.valid.astype(bool)
             child_live = np.repeat(keep, np.diff(offs))
         inner = place.inner(p.offsets)
-        if node.kind == LIST:
+        if node.kind == K_LIST:
             self.visit(node.children[0], values, child_live, inner)
             return
         key_node, val_node = node.children
@@ -480,20 +485,6 @@ class _Inputs:
         )  # fmt: skip
 
 
-def _owners(plan: Plan) -> np.ndarray:
-    """Per node, the node whose cursor is its slot: the root for top-level fields, a list's
-    element node for the element's subtree (struct children share their parent's slot)."""
-    owner = np.zeros(len(plan.nodes), np.int64)
-
-    def walk(node: Node, own: int) -> None:
-        owner[node.id] = own
-        for c in node.children:
-            walk(c, c.id if node.kind in (LIST, MAP) else own)
-
-    walk(plan.root, plan.root.id)
-    return owner
-
-
 def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
     """Per instruction, 1 where a FIXED_RUN has something for pass 1 to check (a column with
     nulls, a KIP-625 value narrower on the wire than in Arrow); the others it just sizes."""
@@ -501,7 +492,7 @@ def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
     for at, row in enumerate(plan.code):
         if row[0] == OP["FIXED_RUN"]:
             for nd, kind, wb, w in plan.runs[row[2] : row[2] + row[3]]:
-                if inputs.valid_base[nd] >= 0 or (wb < w and kind == 0):
+                if inputs.valid_base[nd] >= 0 or (wb < w and kind == isa.EL_INT):
                     checks[at] = 1
     return checks
 
@@ -518,7 +509,9 @@ def _may_fail(plan: Plan, inputs: _Inputs, checks: np.ndarray, pieces: dict[int,
             fails = vb[node] >= 0 or (b < 64 and b < 8 * c)
         elif op == OP["VARBIN"]:  # node, length kind, nullable
             offs = pieces[node].offsets
-            long = a == 0 and offs is not None and len(offs) > 1 and int(np.diff(offs).max()) > 32767
+            long = False
+            if a == isa.LEN_INT16 and offs is not None and len(offs) > 1:  # classic STRING
+                long = int(np.diff(offs).max()) > 32767
             fails = (b == 0 and vb[node] >= 0) or long
         elif op == OP["LIST"]:  # node, length kind, nullable
             fails = b == 0 and vb[node] >= 0
@@ -532,22 +525,23 @@ def _may_fail(plan: Plan, inputs: _Inputs, checks: np.ndarray, pieces: dict[int,
 
 
 def _what(node: Node) -> str:
-    if node.kind == STRUCT:
+    if node.kind == K_STRUCT:
         return "struct"
-    if node.kind == LIST:
+    if node.kind == K_LIST:
         return "array"
     return node.field.element if node.field is not None else "value"
 
 
 def _kernel_error(plan: Plan, out: np.ndarray) -> EncodeError:
-    err, row, pc_, d1, run_row = int(out[0]), int(out[1]), int(out[3]), int(out[4]), int(out[15])
-    if err == status.E_SIZE:
+    err, row, pc_ = int(out[isa.S_CODE]), int(out[isa.S_MESSAGE]), int(out[isa.S_PC])
+    d1, run_row = int(out[isa.S_D1]), int(out[isa.S_RUN_ROW])
+    if err == isa.E_SIZE:
         raise AssertionError(f"pass 2 wrote {d1} bytes for row {row}, pass 1 counted otherwise")
-    idx = [int(x) for x in out[7 : 7 + int(out[6])]]
+    idx = [int(x) for x in out[isa.S_INDICES : isa.S_INDICES + int(out[isa.S_DEPTH])]]
     path = plan.indexed_path(pc_, run_row, idx)
     op = int(plan.code[pc_][0])
     node = plan.nodes[int(plan.runs[run_row][0]) if run_row >= 0 else int(plan.code[pc_][1])]
-    if err == status.E_NULL:
+    if err == isa.E_NULL:
         if op == OP["LIST_FIXED"] and d1 > 0:  # element d1 - 1 of the list is null
             path += f"[{d1 - 1}]"
             node = node.children[0]
@@ -566,17 +560,15 @@ def _kernels(
     plan: Plan, kernel: str, nbytes: int, may_fail: Callable[[], bool], example: Callable[[], tuple[Any, ...]]
 ) -> tuple[Any, Any]:
     """The kernels for pass 1 and pass 2. ``kernel="auto"``: the interpreter until the plan's
-    generated kernel is ready (see ``specialise``). A generated kernel checks nothing, so where
+    generated kernel is ready (see ``codegen.promote``). A generated kernel checks nothing, so where
     a value could fail a check, pass 1 is the interpreter's (which names the first failure)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     fast = None
     if kernel == "specialised":
-        from .encode_codegen import specialised_encoder
-
         fast = specialised_encoder(plan)
     elif kernel == "auto":
-        fast = specialise.auto("encode", plan, nbytes, example)
+        fast = promote.auto("encode", plan, nbytes, example)
     if fast is None:
         fn = kernel_run(nbytes, "encode")
         return fn, fn
@@ -584,9 +576,8 @@ def _kernels(
 
 
 def encode_batch(
-    specs: SpecSet,
+    spec: MessageSpec,
     data: Any,
-    name: str,
     version: int,
     *,
     threads: int = 1,
@@ -595,8 +586,8 @@ def encode_batch(
 ) -> pa.Array:
     """See ``arrowkafka.encode`` and ``arrowkafka.encoded_size``. ``kernel``: "interpreter",
     "specialised" (generated for this plan, compiled on first use) or "auto" (the interpreter,
-    then the specialised kernel once the plan has encoded enough: see ``specialise``)."""
-    spec = specs[name]
+    then the specialised kernel once the plan has encoded enough: see ``codegen.promote``)."""
+    name = spec.name
     plan = compile_plan(spec, version)
     struct = _as_struct(data)
     rows = len(struct)
@@ -606,7 +597,7 @@ def encode_batch(
     flat = _Flattener(plan, spec, version)
     flat.visit(plan.root, struct, None, _Place())
     inputs = _Inputs(plan, flat.pieces)
-    owner = _owners(plan)
+    owner = plan.owners()
 
     threads = max(1, min(threads, rows // 64 or 1))
     cuts = np.linspace(0, rows, threads + 1).astype(np.int64)
@@ -625,7 +616,7 @@ def encode_batch(
         return (
             plan.code, plan.runs, checks, plan.tag_table, owner, plan.max_depth, first, last, fill,
             *inputs.args(), out, starts, sizes, caches[k], np.zeros(1, np.int64),
-            np.zeros(status.STATUS_SIZE, np.int64),
+            np.zeros(isa.STATUS_SIZE, np.int64),
         )  # fmt: skip
 
     def call(k: int, fill: bool, out: np.ndarray, starts: np.ndarray) -> None:

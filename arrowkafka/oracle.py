@@ -32,11 +32,11 @@ import struct as _struct
 import uuid as _uuid
 from typing import Any
 
-from .errors import Corrupt, DecodeError, EncodeError, Truncated
-from .schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, has_tags_present
-from .spec import STRUCT_DEFAULTS, Field, MessageSpec, Struct
+from arrowkafka.errors import Corrupt, DecodeError, EncodeError, Truncated
+from arrowkafka.ir import Field, MessageSpec, Struct
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, default_value, has_tags_present
 
-__all__ = ["decode", "encode", "default_value"]
+__all__ = ["decode", "encode"]
 
 _FIXED = {8: ">b", 16: ">h", 32: ">i", 64: ">q"}
 _RANGE = {
@@ -309,38 +309,6 @@ def decode(spec: MessageSpec, version: int, body: bytes, index: int = 0) -> dict
 
 
 # ---- defaults -------------------------------------------------------------------------------
-
-
-def default_value(spec: MessageSpec, f: Field, version: int | None) -> Any:
-    """The value a field takes when the wire does not carry it (absent tag, older version).
-
-    ``version=None`` gives it in the all-versions shape (a struct default then has every
-    field of every version)."""
-    d = f.default
-    if d is STRUCT_DEFAULTS:
-        assert f.struct is not None
-        return default_struct(spec, f.struct, version)
-    if f.element == "uuid" and isinstance(d, bytes):
-        return _uuid.UUID(bytes=d)
-    if isinstance(d, list):
-        return list(d)
-    return d
-
-
-def default_struct(spec: MessageSpec, s: Struct, version: int | None) -> dict[str, Any]:
-    versions = list(spec.valid_versions) if version is None else [version]
-    out: dict[str, Any] = {}
-    for f in (*s.optional_fields, *s.fields):
-        in_some = any(v in f.versions for v in versions)
-        if f.optional:
-            in_some = in_some and any(spec.has_optional_buffer(v) for v in versions)
-        if in_some:
-            out[column_name(f.name)] = default_value(spec, f, version)
-    if has_tags_present(spec, s, versions):
-        out[TAGS_PRESENT] = []
-    if any(spec.is_flexible(v) or spec.has_optional_buffer(v) for v in versions):
-        out[UNKNOWN_TAGS] = []
-    return out
 
 
 # ---- encoding -------------------------------------------------------------------------------

@@ -34,9 +34,19 @@ from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
-from .packets import PacketStats, parse_packet
-from .pcap import CaptureReader
-from .tcp import FlowKey, StreamData, StreamEnd, StreamEvent, StreamGap, StreamOpen, TcpReassembler, TcpStats
+from arrowkafka.ir.headers import has_client_id
+from arrowkafka.traffic.packets import PacketStats, parse_packet
+from arrowkafka.traffic.pcap import CaptureReader
+from arrowkafka.traffic.tcp import (
+    FlowKey,
+    StreamData,
+    StreamEnd,
+    StreamEvent,
+    StreamGap,
+    StreamOpen,
+    TcpReassembler,
+    TcpStats,
+)
 
 __all__ = [
     "DEFAULT_BROKER_PORTS",
@@ -229,8 +239,8 @@ def _plausible_request(b: bytes | bytearray, p: int, max_size: int) -> bool:
     size, key, ver = _REQ_HEAD.unpack_from(b, p)
     if not (8 <= size <= max_size and 0 <= key <= MAX_API_KEY and 0 <= ver <= MAX_API_VERSION):
         return False
-    # Every header but ControlledShutdown v0's carries a nullable client id string next.
-    if size >= 10 and p + 14 <= len(b) and not (key == 7 and ver == 0):
+    # a nullable client id string follows, in every header but one
+    if size >= 10 and p + 14 <= len(b) and has_client_id(key, ver):
         (cid,) = _I16.unpack_from(b, p + 12)
         return -1 <= cid <= size - 10
     return True
@@ -813,7 +823,7 @@ def capture_frames(
     broker_ports : collection of int
         Ports that identify the broker side.
     window_ns : int or None
-        TCP reassembly window, see :class:`~arrowkafka.capture.tcp.TcpReassembler`.
+        TCP reassembly window, see :class:`~arrowkafka.traffic.tcp.TcpReassembler`.
     max_frame_size : int
         Largest size prefix believed.
     strict : bool

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .spec import MessageSpec, load_folders, request_header_version, response_header_version
+from arrowkafka.ir import MessageSpec, load_folders, request_header_version, response_header_version
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,7 +24,7 @@ __all__ = ["SpecSet", "load_specs", "default_specs", "vendored_specs_dir"]
 
 def vendored_specs_dir() -> Path:
     """The folder of Kafka specs shipped with arrowkafka."""
-    from . import specs as _vendored  # type: ignore[attr-defined]  # mapped from specs/
+    from arrowkafka import specs as _vendored  # type: ignore[attr-defined]  # mapped from specs/
 
     return Path(_vendored.__file__).parent
 
@@ -107,7 +107,7 @@ class SpecSet(Mapping[str, MessageSpec]):
         key = (name, version)
         schema = self._schemas.get(key)
         if schema is None:
-            from .schema import message_schema
+            from arrowkafka.schema import message_schema  # (deferred, as the codec below)
 
             schema = self._schemas[key] = message_schema(self[name], version)
         return schema
@@ -128,7 +128,7 @@ class SpecSet(Mapping[str, MessageSpec]):
         Parameters
         ----------
         bodies : pa.BinaryArray, pa.LargeBinaryArray, pa.ChunkedArray of them, list of bytes, or ``Ranges``
-            One message body each: no size prefix, no header. ``arrowkafka.decoder.Ranges``
+            One message body each: no size prefix, no header. ``arrowkafka.codec.decode.Ranges``
             names bodies where they lie in one buffer (no copy).
         name, version : str, int
             The message and the version all the bodies are in.
@@ -161,12 +161,13 @@ class SpecSet(Mapping[str, MessageSpec]):
         arrowkafka.errors.Corrupt: 2 bytes left over after the last field at $ (message 0, byte 0/2, \
 ApiVersionsRequest v0)
         """
-        from .decoder import decode_batch
+        # Deferred: ``import arrowkafka`` (and the spec stage alone) stays free of pyarrow and
+        # Numba until something is decoded or encoded. The codec never imports this module.
+        from arrowkafka.codec.decode import decode_batch
 
         return decode_batch(
-            self,
+            self[name],
             bodies,
-            name,
             version,
             errors=errors,
             all_versions=all_versions,
@@ -209,18 +210,18 @@ ApiVersionsRequest v0)
         ...           "ApiVersionsResponse", 0).to_pylist()
         [b'\\x00\\x00\\x00\\x00\\x00\\x00']
         """
-        from .encoder import encode_batch
+        from arrowkafka.codec.encode import encode_batch
 
-        return encode_batch(self, data, name, version, threads=threads, kernel=kernel)
+        return encode_batch(self[name], data, version, threads=threads, kernel=kernel)
 
     def encoded_size(
         self, data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto"
     ) -> pa.Int64Array:
         """The size in bytes of each row's body under ``encode(data, name, version)``,
         computed without writing (Kafka's ``Message#size``); same checks as ``encode``."""
-        from .encoder import encode_batch
+        from arrowkafka.codec.encode import encode_batch
 
-        return encode_batch(self, data, name, version, threads=threads, sizes_only=True, kernel=kernel)
+        return encode_batch(self[name], data, version, threads=threads, sizes_only=True, kernel=kernel)
 
     def request_header_version(self, api_key: int, api_version: int) -> int:
         """Request header version (0, 1 or 2) that frames ``api_key`` at ``api_version``."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-from .pcap import Packet
+from arrowkafka.traffic.pcap import Packet
 
 __all__ = [
     "FIN",

@@ -1,0 +1,58 @@
+"""Where generated kernel modules live and how they are loaded: written once to a cache folder
+and imported from there, so Numba caches their machine code on disk like an installed
+module's. One place for decode and encode kernels (``codegen.decode``, ``codegen.encode``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["cache_dir", "generated_path", "import_generated", "write_generated", "load_generated"]
+
+_LOADED: dict[str, Any] = {}
+
+
+def cache_dir() -> Path:
+    """Where generated kernels live (``ARROWKAFKA_CACHE_DIR``, else ~/.cache/arrowkafka)."""
+    root = os.environ.get("ARROWKAFKA_CACHE_DIR") or Path.home() / ".cache" / "arrowkafka"
+    return Path(root) / "kernels"
+
+
+def generated_path(name: str) -> Path:
+    """Where generated module ``name`` lives: under the cache folder as it is now."""
+    return cache_dir() / f"{name}.py"
+
+
+def import_generated(name: str, path: Path, source: str) -> Any:
+    """The ``run`` of generated module ``name`` (decode or encode), written to ``path`` once
+    and imported once per process."""
+    if name not in _LOADED:
+        write_generated(path, source)
+        _LOADED[name] = load_generated(name, path)
+    return _LOADED[name]
+
+
+def write_generated(path: Path, source: str) -> None:
+    """Write a generated kernel module to ``path``, once: rewriting it would change its
+    timestamp, and Numba would take its cache for stale."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        tmp.replace(path)  # atomic: other processes never see half a file
+
+
+def load_generated(name: str, path: Path) -> Any:
+    """Import the generated kernel module at ``path``, so Numba caches it on disk like an
+    installed module; its ``run``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.run
