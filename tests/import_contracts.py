@@ -19,7 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # where each installed package's source is (pyproject.toml's package-dir), code only
-LAYOUT = {"arrowkafka": "arrowkafka", "arrowkafka/kernels": "kernels", "arrowkafka/spark": "spark_integration"}
+LAYOUT = {
+    "arrowkafka": "arrowkafka",
+    "arrowkafka/kernels": "kernels",
+    "arrowkafka/spark": "spark_integration",
+}
 
 
 def stage(into: Path) -> Path:

@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
 from arrowkafka.assembly.assemble import BatchTooLarge, Buffers, allocate, assemble
+from arrowkafka.codegen import decode as decode_codegen
 from arrowkafka.codegen import promote
-from arrowkafka.codegen.decode import specialised_kernel
 from arrowkafka.errors import Corrupt, DecodeError, Truncated
 from arrowkafka.ir import MessageSpec
 from arrowkafka.kernels import isa
@@ -170,7 +170,7 @@ class _Run:
         kilobytes), or the one generated for the plan (at once, or under "auto" once ready)."""
         nbytes = int(self.ends.sum() - self.starts.sum())
         if kernel == "specialised":
-            self.fn = specialised_kernel(self.plan)
+            self.fn = decode_codegen.specialised_kernel(self.plan)
         elif kernel == "auto":
             self.fn = promote.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
         self.fn = self.fn or kernel_run(nbytes)

@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 
 from arrowkafka.assembly.blocks import array, block
 from arrowkafka.codec.decode import each_range
+from arrowkafka.codegen import encode as encode_codegen
 from arrowkafka.codegen import promote
-from arrowkafka.codegen.encode import specialised_encoder
 from arrowkafka.errors import EncodeError
 from arrowkafka.ir import STRUCT_DEFAULTS, Field, MessageSpec
 from arrowkafka.kernels import isa
@@ -566,7 +566,7 @@ def _kernels(
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     fast = None
     if kernel == "specialised":
-        fast = specialised_encoder(plan)
+        fast = encode_codegen.specialised_encoder(plan)
     elif kernel == "auto":
         fast = promote.auto("encode", plan, nbytes, example)
     if fast is None:

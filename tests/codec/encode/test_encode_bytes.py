@@ -11,8 +11,8 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.traffic import group_frames
+from tests.codec.encode.pure_kernel import encode_specialised
 from tests.conftest import SHARED
-from tests.encoder.pure_kernel import encode_specialised
 
 SPECS = ak.load_specs()
 

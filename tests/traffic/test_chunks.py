@@ -59,7 +59,7 @@ PORTS = frozenset({9092})
 @pytest.fixture(autouse=True)
 def small_flow_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start the direction table small, so that every capture makes it grow."""
-    from arrowkafka.traffic import columnar
+    from arrowkafka.traffic import chunks as columnar
 
     monkeypatch.setattr(columnar._Flows, "FIRST_CAPACITY", 2)
 
@@ -172,7 +172,7 @@ def test_same_frames_as_the_python_layers(
 def test_clean_connections_take_the_kernels(packets: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """On undamaged traffic only what needs the Python rules goes there (a check that the
     comparisons above exercise the kernels, not only the fallback)."""
-    from arrowkafka.traffic import columnar
+    from arrowkafka.traffic import chunks as columnar
 
     slow: list[int] = []
     real = columnar._SlowPath.feed

@@ -1,7 +1,7 @@
 """Encode kernels generated per plan (``arrowkafka.codegen.encode``): compiled by Numba for a
 few plans that between them use every instruction, they write the reference encoder's bytes
 (the interpreter's too) and give its errors, and a first small encode stays on the plain-Python
-tier. (How ``kernel="auto"`` moves a plan to its kernel: tests/kernels/test_auto_tier.py.)"""
+tier. (How ``kernel="auto"`` moves a plan to its kernel: tests/codegen/test_promote.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.encoder.test_encode_roundtrip import storage_schema
+from tests.encoder.test_encode_rules import rows as loose_rows
 
 import arrowkafka as ak
 from arrowkafka import oracle as ref
@@ -20,8 +22,6 @@ from arrowkafka.codec.encode import encode_batch, uuids_as_bytes
 from arrowkafka.codegen import encode as encode_codegen
 from arrowkafka.plan import compile_plan
 from tests.conftest import ROOT, SHARED, SPEC_FOLDERS
-from tests.encoder.test_encode_roundtrip import storage_schema
-from tests.encoder.test_encode_rules import rows as loose_rows
 from tests.strategies import message_value
 
 pytestmark = pytest.mark.usefixtures("own_kernel_folder")

@@ -15,8 +15,8 @@ import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka.codec.encode import uuids_as_bytes
 from arrowkafka.schema import default_struct
+from tests.codec.encode.pure_kernel import encode_specialised
 from tests.conftest import SHARED, SPEC_FOLDERS
-from tests.encoder.pure_kernel import encode_specialised
 
 SPECS = ak.load_specs()
 FEATURES = ak.load_specs(SPEC_FOLDERS["features"])

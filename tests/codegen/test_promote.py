@@ -16,6 +16,7 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.codegen import decode as codegen
+from arrowkafka.codegen import modules
 from arrowkafka.codegen import promote as specialise
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
@@ -34,7 +35,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(specialise, "_TIERS", {})
     monkeypatch.setattr(specialise, "AFTER", 1)
-    monkeypatch.setattr(codegen, "_LOADED", {})  # no kernel imported yet, as in a new process
+    monkeypatch.setattr(modules, "_LOADED", {})  # no kernel imported yet, as in a new process
     pids: list[int] = []
     spawn = specialise.spawn_compile
 
