@@ -147,7 +147,7 @@ class SpecSet(Mapping[str, MessageSpec]):
         kernel : {"auto", "interpreter", "specialised"}
             ``"interpreter"``: one compiled kernel for every message, ready at once.
             ``"specialised"``: a kernel generated for this (message, version), compiled on
-            first use (seconds; then cached on disk) and about twice as fast.
+            first use (seconds; then cached on disk) and faster.
             ``"auto"`` (default): the interpreter; once the plan has decoded 64 MB in this
             process, its kernel is compiled in a child process (once per machine) and used
             as soon as it is ready.

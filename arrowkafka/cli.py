@@ -144,14 +144,11 @@ def bound_heap() -> None:
     to it at once; smaller ones from the heap, whose freed memory the next chunk reuses. Left
     to itself glibc raises the threshold as large blocks are freed, after which each chunk's
     arrays come from a heap that fragments, and the process's memory grows with the capture
-    though nothing is kept (measured: 80 -> 240 MB of capture, 630 -> 950 MB peak; fixed: 560
-    -> 680, the growth being the connections'). A lower threshold (we had 128 KB) keeps memory
-    as flat but maps every mid-sized array afresh, and this machine spends 4-5 microseconds on
-    each page's first write: a fifth of the time (240 MB: 50 MB/s, against 63 at 4 MB). And
-    the heap keeps up to 64 MB freed at its top, not 128 KB: each chunk's mid-sized arrays
-    would otherwise fault in pages the last chunk gave back (80 MB of capture: a third fewer
-    page faults, 5-10% faster; the peak as before). Process-wide settings, so the CLI makes
-    them, not the library."""
+    though nothing is kept. A lower threshold keeps memory as flat but maps every mid-sized
+    array afresh, and each fresh page costs a fault on its first write. And the heap keeps up
+    to 64 MB freed at its top (glibc's default is 128 KB): each chunk's mid-sized arrays would
+    otherwise fault in pages the last chunk gave back. Process-wide settings, so the CLI makes
+    them, not the library (the figures behind them: ``bench/scale.py``)."""
     import ctypes
     import ctypes.util
 

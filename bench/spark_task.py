@@ -135,7 +135,7 @@ class _Timed:
         self.log = str(log)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from arrowkafka.codegen import promote as specialise
+        from arrowkafka.codegen import promote
 
         waits = [0.0]
 
@@ -155,7 +155,7 @@ class _Timed:
             yield out
             waits[0] += time.perf_counter() - t
         own = time.perf_counter() - start - waits[0]
-        generated = [t.fast is not None for (kind, _), t in specialise._TIERS.items() if kind == "decode"]
+        generated = [t.fast is not None for (kind, _), t in promote._TIERS.items() if kind == "decode"]
         with open(self.log, "a") as f:
             f.write(json.dumps({"own": own, "generated": all(generated) and bool(generated)}) + "\n")
 

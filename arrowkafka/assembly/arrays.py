@@ -1,7 +1,7 @@
 """Arrow arrays from Python values, built from buffers.
 
 pyarrow's own conversion of Python sequences (``pa.array(list)``) imports pandas whenever
-pandas is installed, to check for pandas objects: 0.3 s of a 0.4 s cold start. The decoder's
+pandas is installed, to check for pandas objects: most of a cold start. The decoder's
 start-up path builds its few arrays from Python values here instead.
 """
 

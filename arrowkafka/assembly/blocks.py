@@ -1,10 +1,9 @@
 """Large buffers the kernels write into, reused from batch to batch: the decoder's arenas, the
 encoder's scratch and output, and the capture reader's pieces, per-packet arrays and frames.
 
-The first write to each 4 KB page of fresh memory costs a page fault; on a virtual machine
-that is 4-5 microseconds, so the 54 MB a Metadata v12 batch of 42 MB decodes into costs about
-60 ms of faults, as long as the decoding itself. Arrow's memory pool (mimalloc) hands a large
-block back to the system within milliseconds of its release, so the next batch pays again.
+The first write to each 4 KB page of fresh memory costs a page fault, which on a virtual
+machine can cost as much as decoding into the page. Arrow's memory pool (mimalloc) hands a
+large block back to the system soon after its release, so every batch would pay again.
 
 So blocks of a megabyte or more come from here: this process keeps them, and gives one out
 again once nothing refers to it any more (every array and Arrow buffer over a block holds a

@@ -9,7 +9,7 @@ running sum -> pass 2 (write) -> ``pa.Array.from_buffers``.
 
 The passes run the interpreter, or (``kernel="auto"`` once a plan has encoded enough and its
 kernel is compiled, see ``codegen.promote``; or ``kernel="specialised"``) the kernel generated for
-the plan (``encode_codegen``), which checks nothing: where some value could fail a check,
+the plan (``codegen.encode``), which checks nothing: where some value could fail a check,
 pass 1 is the interpreter's.
 
 Input: the schema of ``arrow_schema(name, version)``, of ``arrow_schema(name)`` (all

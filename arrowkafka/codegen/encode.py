@@ -77,7 +77,7 @@ _ARENA = {1: "a8", 2: "a16", 4: "a32", 8: "a64"}
 
 
 def _u(index: str) -> str:
-    """An index as unsigned: Numba then skips the negative-index fix-up (FIELD-NOTES)."""
+    """An index as unsigned: Numba then skips the negative-index fix-up."""
     return f"np.uint64({index})"
 
 

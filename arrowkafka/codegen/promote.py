@@ -1,8 +1,8 @@
 """When a plan moves from the interpreter to the kernel generated for it (``kernel="auto"``).
 
-A generated kernel runs about twice as fast as the interpreter (decode) or five times (encode),
-but compiles for seconds per plan (Metadata v12: 16 s to decode, 3-8 s to encode), once per
-machine: Numba then keeps it in its on-disk cache, and loading it costs a few tenths of a second.
+A generated kernel runs faster than the interpreter but compiles for seconds per plan, once
+per machine: Numba then keeps it in its on-disk cache, and loading it is quick (the figures:
+the README's kernel tiers, ``bench/``).
 Stopping a job to compile only pays off after gigabytes, so the compile happens elsewhere:
 
 - a plan starts on the interpreter (``kernels/tiers.py`` decides between its plain-Python and

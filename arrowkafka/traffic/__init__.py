@@ -11,7 +11,8 @@ for every rule of damaged traffic) and as kernels over 4 MB pieces of a file
 steps. ``grouping`` is the pure-Python path to grouped frames; ``columns`` and ``summary``
 hold the output tables' columns and counts.
 
->>> from arrowkafka.traffic import capture_frames, KafkaFrame, peek_request
+>>> from arrowkafka.traffic import capture_frames, KafkaFrame
+>>> from arrowkafka.traffic.frames import peek_request
 >>> for item in capture_frames("traffic.pcap"):  # doctest: +SKIP
 ...     if isinstance(item, KafkaFrame) and item.direction == "request":
 ...         api_key, api_version, correlation_id = peek_request(item.data)
@@ -22,80 +23,32 @@ from __future__ import annotations
 from arrowkafka.traffic.columns import FRAME_COLUMNS, FRAMES_SCHEMA, REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_frames
 from arrowkafka.traffic.frames import (
-    DEFAULT_BROKER_PORTS,
-    MAX_FRAME_SIZE,
     CaptureStats,
-    ConnKey,
-    FrameItem,
-    FrameStats,
     KafkaFrame,
-    KafkaFramer,
     MissingBytes,
     PartialFrame,
     SkippedBytes,
     capture_frames,
-    iter_frames,
-    peek_request,
-    peek_response,
 )
 from arrowkafka.traffic.grouping import group_frames
-from arrowkafka.traffic.packets import PacketStats, Segment, iter_segments, parse_packet
 from arrowkafka.traffic.pairing import frame_chunks, frames_table
 from arrowkafka.traffic.parquet import decode_capture
-from arrowkafka.traffic.pcap import CaptureFormatError, CaptureReader, Packet, read_packets
 from arrowkafka.traffic.summary import Summary
-from arrowkafka.traffic.tcp import (
-    FlowKey,
-    StreamData,
-    StreamEnd,
-    StreamEvent,
-    StreamGap,
-    StreamOpen,
-    TcpReassembler,
-    TcpStats,
-    reassemble,
-)
 
 __all__ = [
     "FRAME_COLUMNS",
     "FRAMES_SCHEMA",
     "REJECT_SCHEMA",
+    "CaptureStats",
+    "KafkaFrame",
+    "MissingBytes",
+    "PartialFrame",
+    "SkippedBytes",
     "Summary",
+    "capture_frames",
     "decode_capture",
     "decode_frames",
     "frame_chunks",
     "frames_table",
     "group_frames",
-    "DEFAULT_BROKER_PORTS",
-    "MAX_FRAME_SIZE",
-    "CaptureFormatError",
-    "CaptureReader",
-    "CaptureStats",
-    "ConnKey",
-    "FlowKey",
-    "FrameItem",
-    "FrameStats",
-    "KafkaFrame",
-    "KafkaFramer",
-    "MissingBytes",
-    "Packet",
-    "PacketStats",
-    "PartialFrame",
-    "Segment",
-    "SkippedBytes",
-    "StreamData",
-    "StreamEnd",
-    "StreamEvent",
-    "StreamGap",
-    "StreamOpen",
-    "TcpReassembler",
-    "TcpStats",
-    "capture_frames",
-    "iter_frames",
-    "iter_segments",
-    "parse_packet",
-    "peek_request",
-    "peek_response",
-    "read_packets",
-    "reassemble",
 ]

@@ -59,8 +59,7 @@ __all__ = ["CHUNK_BYTES", "FrameArrays", "capture_frame_arrays", "capture_frame_
 
 CHUNK_BYTES = 32 << 20  # capture bytes read per chunk
 # Both passes read in pieces this large, which stay in the CPU's cache from the read to the
-# last kernel (80 MB of capture: the census 95 to 68 ms, the frames 260 to 210); the frames of
-# consecutive pieces are then joined up to CHUNK_BYTES.
+# last kernel; the frames of consecutive pieces are then joined up to CHUNK_BYTES.
 READ_BYTES = 4 << 20
 
 _KIND_STAT = {
@@ -258,8 +257,7 @@ def _pcap_chunks(
 def _read(f: BinaryIO, rest: np.ndarray, n: int) -> np.ndarray:
     """The bytes ``rest`` (the end of the last read) followed by up to ``n`` more of ``f``, read
     in place, into a block kept from piece to piece. (Not a memory map of the file, though
-    that measured up to 13% faster end to end: a file truncated while mapped kills the
-    reader.)"""
+    that is a little faster: a file truncated while mapped kills the reader.)"""
     out = block(len(rest) + n)
     out[: len(rest)] = rest
     got = f.readinto(out[len(rest) :].data)  # type: ignore[attr-defined]

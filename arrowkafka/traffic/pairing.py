@@ -145,7 +145,7 @@ class Rows(NamedTuple):
 
 class Pairing:
     """One capture's ``FrameArrays`` -> rows of FRAMES_SCHEMA: headers read by a kernel where
-    they are plain (by ``framing``'s parsers where not), responses paired with requests."""
+    they are plain (by ``headers``' parsers where not), responses paired with requests."""
 
     def __init__(self, specs: SpecSet, capture: str, summary: Summary):
         self.specs, self.capture, self.summary = specs, capture, summary

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.encoder.test_encode_roundtrip import storage_schema
-from tests.encoder.test_encode_rules import rows as loose_rows
 
 import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka.codec.encode import encode_batch, uuids_as_bytes
 from arrowkafka.codegen import encode as encode_codegen
 from arrowkafka.plan import compile_plan
+from tests.codec.encode.test_encode_roundtrip import storage_schema
+from tests.codec.encode.test_encode_rules import rows as loose_rows
 from tests.conftest import ROOT, SHARED, SPEC_FOLDERS
 from tests.strategies import message_value
 

@@ -16,8 +16,7 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.codegen import decode as codegen
-from arrowkafka.codegen import modules
-from arrowkafka.codegen import promote as specialise
+from arrowkafka.codegen import modules, promote
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 
@@ -33,23 +32,23 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     """A new generated-kernel folder (so the child really compiles), per-process state as in a
     new process, a threshold of one batch; the pids of the children started."""
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(specialise, "_TIERS", {})
-    monkeypatch.setattr(specialise, "AFTER", 1)
+    monkeypatch.setattr(promote, "_TIERS", {})
+    monkeypatch.setattr(promote, "AFTER", 1)
     monkeypatch.setattr(modules, "_LOADED", {})  # no kernel imported yet, as in a new process
     pids: list[int] = []
-    spawn = specialise.spawn_compile
+    spawn = promote.spawn_compile
 
     def counted(*args: Any) -> int:
         pids.append(spawn(*args))
         return pids[-1]
 
-    monkeypatch.setattr(specialise, "spawn_compile", counted)
+    monkeypatch.setattr(promote, "spawn_compile", counted)
     return pids
 
 
 def tier(kind: str, name: str, version: int) -> Any:
     """The plan's tier (a new one if it has not been through ``auto`` yet)."""
-    return specialise._TIERS.get((kind, compile_plan(SPECS[name], version)), specialise._Tier())
+    return promote._TIERS.get((kind, compile_plan(SPECS[name], version)), promote._Tier())
 
 
 def until_switched(step: Any, kind: str, name: str, version: int, limit: float = 240) -> int:
@@ -75,10 +74,10 @@ def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(fre
     steps = until_switched(step, "decode", "FetchRequest", 12)
     assert steps >= 1 and len(fresh) == 1  # one child, however many batches
     name, path, _ = codegen.module_for(compile_plan(SPECS["FetchRequest"], 12))
-    assert specialise.built(path) and tier("decode", "FetchRequest", 12).fast is codegen._LOADED[name]
+    assert promote.built(path) and tier("decode", "FetchRequest", 12).fast is modules._LOADED[name]
     step()  # on the generated kernel now
 
-    specialise._TIERS.clear()  # a later process: the kernel is built, so no child
+    promote._TIERS.clear()  # a later process: the kernel is built, so no child
     step()
     assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is not None
 
@@ -121,7 +120,7 @@ def test_no_child_without_the_jit(fresh: list[int], monkeypatch: pytest.MonkeyPa
 
 
 def test_the_threshold_counts_bytes_per_plan(fresh: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(specialise, "AFTER", 3 * len(BODY) * len(BODIES))
+    monkeypatch.setattr(promote, "AFTER", 3 * len(BODY) * len(BODIES))
     for _ in range(2):
         ak.decode(BODIES, "FetchRequest", 12)
         ak.decode(BODIES, "FetchRequest", 11, errors="null")  # another plan: its own count

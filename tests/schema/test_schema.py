@@ -138,7 +138,7 @@ def test_tags_present_only_where_a_known_tag_can_be() -> None:
 
 
 def test_draft_dialect_schema() -> None:
-    from tests.spec.test_load import DRAFT
+    from tests.ir.test_load import DRAFT
 
     spec = load_spec_text(DRAFT)
     specs = SpecSet({spec.name: spec})

@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from arrowkafka.traffic import CaptureReader, CaptureStats, FrameItem, KafkaFrame, Packet, capture_frames
+from arrowkafka.traffic import CaptureStats, KafkaFrame, capture_frames
+from arrowkafka.traffic.frames import FrameItem
+from arrowkafka.traffic.pcap import CaptureReader, Packet
 
 ETH, SLL, SLL2, NULL, LOOP, RAW = 1, 113, 276, 0, 108, 101
 

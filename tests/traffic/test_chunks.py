@@ -43,14 +43,14 @@ from arrowkafka.traffic import (
     CaptureStats,
     KafkaFrame,
     MissingBytes,
-    Packet,
     Summary,
-    _frame_columns,
     capture_frames,
     frames_table,
     group_frames,
 )
 from arrowkafka.traffic.chunks import CHUNK_BYTES, capture_frame_arrays
+from arrowkafka.traffic.grouping import frame_columns
+from arrowkafka.traffic.pcap import Packet
 
 CAPTURES = ["tansu_confluent.pcap", "noida_kafka_python.pcap", "kafka091_legacy.pcap"]
 PORTS = frozenset({9092})
@@ -229,7 +229,7 @@ def _old_table(path: Path) -> tuple[pa.Table, pa.Table, Summary]:
         pa.array([k[0] for k in keys], pa.string()),
         pa.array([k[1] for k in keys], pa.string()),
         pa.array([k[2] for k in keys], pa.int16()),
-        *_frame_columns(frames),
+        *frame_columns(frames),
         pa.array([f.body for f in frames], pa.binary()),
     ]
     return (
@@ -261,10 +261,10 @@ def test_frames_table_matches_group_frames(name: str, chunk_bytes: int, shared: 
 def test_connections_of_the_kernels_as_rows() -> None:
     """The kernels' connections are flow-table rows (``Conns``), made into ConnKeys only when
     asked; their ip:port strings, formatted as arrays, are those ``_addr`` gives one by one."""
-    from arrowkafka.traffic import ConnKey
     from arrowkafka.traffic.chunks import Conns
     from arrowkafka.traffic.columns import addr as _addr
     from arrowkafka.traffic.columns import endpoints as _endpoints
+    from arrowkafka.traffic.frames import ConnKey
 
     rows = np.zeros((3, 37), np.uint8)  # client ip, broker ip (16 bytes each), version, ports
     rows[0, 0:4], rows[0, 16:20], rows[0, 32] = (127, 0, 0, 1), (10, 1, 2, 255), 4

@@ -34,20 +34,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arrowkafka import default_specs
-from arrowkafka.traffic import (
-    KafkaFrame,
-    MissingBytes,
-    Packet,
-    PartialFrame,
-    SkippedBytes,
-    StreamData,
-    StreamEnd,
-    StreamGap,
-    StreamOpen,
-    iter_frames,
-    peek_request,
-    peek_response,
-)
+from arrowkafka.traffic import KafkaFrame, MissingBytes, PartialFrame, SkippedBytes
+from arrowkafka.traffic.frames import iter_frames, peek_request, peek_response
+from arrowkafka.traffic.pcap import Packet
+from arrowkafka.traffic.tcp import StreamData, StreamEnd, StreamGap, StreamOpen
 
 CAPTURES = ["tansu_confluent.pcap", "noida_kafka_python.pcap", "kafka091_legacy.pcap"]
 # The README's numbers, restated so a README the test cannot parse still fails loudly.

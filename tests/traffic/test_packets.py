@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from arrowkafka.traffic import Packet, PacketStats, Segment, iter_segments, parse_packet
+from arrowkafka.traffic.packets import PacketStats, Segment, iter_segments, parse_packet
+from arrowkafka.traffic.pcap import Packet
 
 SRC4, DST4 = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 SRC6, DST6 = bytes.fromhex("20010db8" + "00" * 11 + "01"), bytes.fromhex("20010db8" + "00" * 11 + "02")

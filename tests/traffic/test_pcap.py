@@ -9,7 +9,7 @@ import pytest
 from capwriters import custom_block, epb, idb, shb, spb, write_pcap
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.traffic import CaptureFormatError, CaptureReader, Packet, read_packets
+from arrowkafka.traffic.pcap import CaptureFormatError, CaptureReader, Packet, read_packets
 
 T0 = 1_795_313_606_175_982_000  # a real capture's first timestamp (a whole microsecond)
 PKTS = [Packet(T0 + i * 1_001_000, 1, bytes(range(i, i + 20 + i)), 20 + i + (i % 2) * 7) for i in range(5)]

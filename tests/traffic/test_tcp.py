@@ -8,8 +8,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arrowkafka.traffic import (
-    Segment,
+from arrowkafka.traffic.packets import Segment
+from arrowkafka.traffic.tcp import (
     StreamData,
     StreamEnd,
     StreamGap,

@@ -7,10 +7,10 @@ import io
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from tests.decoder.test_kio import PAIRS as KIO_PAIRS
-from tests.decoder.test_kio import SPECS, kio_classes, kio_serial
 
 from arrowkafka import oracle as ref
+from tests.codec.decode.test_kio import PAIRS as KIO_PAIRS
+from tests.codec.decode.test_kio import SPECS, kio_classes, kio_serial
 from tests.strategies import message_value
 
 

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.decoder.test_roundtrip import PAIRS, specs_of
 
 from arrowkafka import oracle as ref
 from arrowkafka.codec.encode import uuids_as_bytes
 from arrowkafka.schema import storage_type
+from tests.codec.decode.test_roundtrip import PAIRS, specs_of
 from tests.codec.encode.pure_kernel import encode_specialised
 from tests.strategies import message_value
 
