@@ -125,20 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except (ArrowKafkaError, KeyError) as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        print(f"arrowkafka: error: {message}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 def bound_heap() -> None:
     """Fix glibc's mmap threshold at 4 MB: blocks that large come from the system and go back
     to it at once; smaller ones from the heap, whose freed memory the next chunk reuses. Left
@@ -160,3 +146,17 @@ def bound_heap() -> None:
             libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
     except OSError:
         pass  # not glibc: nothing to do
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (ArrowKafkaError, KeyError) as e:
+        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"arrowkafka: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .isa import (  # noqa: F401  (re-exported: the decoder and generated kernels use them)
+from .isa import (
     DEF_FIXED,
     DEF_LIST,
     DEF_MAP,
@@ -53,7 +53,6 @@ from .isa import (  # noqa: F401  (re-exported: the decoder and generated kernel
     EL_UINT,
     EL_UUID,
     ENC_ZIGZAG,
-    END,
     F_CALL,
     F_LIST,
     F_SECTION,
@@ -64,28 +63,19 @@ from .isa import (  # noqa: F401  (re-exported: the decoder and generated kernel
     LIST,
     LIST_FIXED,
     LIST_NEXT,
-    MAX_INDICES,
     NSTRUCT,
     OK,
-    OPS,
     OPTBUF,
     RET,
-    S_CODE,
-    S_D1,
-    S_D2,
-    S_DEPTH,
-    S_INDICES,
-    S_MESSAGE,
-    S_OFFSET,
-    S_PC,
-    S_RUN_ROW,
     SECTION_END,
-    STATUS_SIZE,
     STRUCT,
     TAGGED,
     TAGS,
     VARBIN,
+    write_status,
 )
+
+_write_status = njit(inline="always")(write_status)
 
 
 @njit(inline="always")
@@ -733,18 +723,6 @@ def run(
                 dcounts[k] = snap_dcounts[k]
             bad[i] = 1  # decode it again as a row of defaults
             continue
-        status[S_CODE] = err
-        status[S_MESSAGE] = i
-        status[S_OFFSET] = err_pos - msg_start
-        status[S_PC] = pc
-        status[S_D1] = d1
-        status[S_D2] = d2
-        depth = 0
-        for k in range(sp):
-            if stack[k, 0] == F_LIST and depth < MAX_INDICES:
-                status[S_INDICES + depth] = stack[k, 3] - stack[k, 2]
-                depth += 1
-        status[S_DEPTH] = depth
-        status[S_RUN_ROW] = run_row
+        _write_status(status, err, i, err_pos - msg_start, pc, d1, d2, stack, sp, run_row)
         return err
     return OK

@@ -51,24 +51,19 @@ from .isa import (
     LIST,
     LIST_FIXED,
     LIST_NEXT,
-    MAX_INDICES,
     NSTRUCT,
     OK,
     OPTBUF,
     RET,
-    S_CODE,
-    S_D1,
-    S_DEPTH,
-    S_INDICES,
-    S_MESSAGE,
-    S_PC,
-    S_RUN_ROW,
     SECTION_END,
     STRUCT,
     TAGGED,
     TAGS,
     VARBIN,
+    write_status,
 )
+
+_write_status = njit(inline="always")(write_status)
 
 
 @njit(inline="always")
@@ -547,23 +542,13 @@ def run(
                 sizes[i] = pos
             i += 1
             continue
-        status[S_CODE] = err
-        status[S_MESSAGE] = i
-        status[S_PC] = pc
-        status[S_D1] = d1
-        depth = 0
-        for k in range(sp):
-            if stack[k, 0] == F_LIST and depth < MAX_INDICES:
-                status[S_INDICES + depth] = stack[k, 3] - stack[k, 2]
-                depth += 1
-        status[S_DEPTH] = depth
-        status[S_RUN_ROW] = run_row
+        _write_status(status, err, i, 0, pc, d1, 0, stack, sp, run_row)
         return err
     cache_at[0] = ci
     return OK
 
 
-# ---- calls for the kernels generated per plan (arrowkafka/encode_codegen.py) ---------------------
+# ---- calls for the kernels generated per plan (arrowkafka/codegen/encode.py) ---------------------
 # Compiled once per machine (cached here), not again for every plan; LLVM inlines them into each
 # kernel. Indices are unsigned: Numba then skips the negative-index fix-up.
 

@@ -1,10 +1,10 @@
 """Stage 4's contract with stage 3: the plan instruction set, node and operand kinds, error
-codes and the status layout, by name, in one place.
+codes and the status layout (and the one function that writes it), by name, in one place.
 
 ``arrowkafka.plan`` writes programs with these numbers, the kernels (``decode.py``,
 ``encode.py``) and the generated kernels (``arrowkafka.codegen``) read them, and the codec
-reads errors back out of the status array by these slot names. Plain constants, so that
-importing them costs neither Numba nor pyarrow (Numba freezes module-level ints into the
+reads errors back out of the status array by these slot names. Plain Python, so that
+importing it costs neither Numba nor pyarrow (Numba freezes module-level ints into the
 compiled kernels).
 """
 
@@ -87,3 +87,22 @@ STATUS_SIZE = 16
 
 # ---- kernel stack frame kinds ---------------------------------------------------------------------
 F_LIST, F_CALL, F_SECTION = 1, 2, 3
+
+
+def write_status(status, err, i, offset, pc, d1, d2, stack, sp, run_row):
+    """Write a kernel's first failure into ``status``; the list indices are read off its stack
+    of LIST frames (remaining of total), outermost first. Plain Python: each kernel compiles
+    it in (``njit(write_status)``), and the plain-Python tier runs it as it is."""
+    status[S_CODE] = err
+    status[S_MESSAGE] = i
+    status[S_OFFSET] = offset
+    status[S_PC] = pc
+    status[S_D1] = d1
+    status[S_D2] = d2
+    depth = 0
+    for k in range(sp):
+        if stack[k, 0] == F_LIST and depth < MAX_INDICES:
+            status[S_INDICES + depth] = stack[k, 3] - stack[k, 2]
+            depth += 1
+    status[S_DEPTH] = depth
+    status[S_RUN_ROW] = run_row

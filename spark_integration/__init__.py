@@ -10,9 +10,9 @@ Workers must run the driver's Python (``PYSPARK_PYTHON``); Numba caches the kern
 so set ``NUMBA_CACHE_DIR`` to a folder the workers can write, and each worker compiles once.
 """
 
-from arrowkafka.spark.captures import CaptureSummary, capture_frames, decode_captures, decoded_frames
-from arrowkafka.spark.columns import decode_cluster_metadata, decode_column, decode_consumer_offsets
-from arrowkafka.spark.types import spark_arrow_type, spark_type
+from .captures import CaptureSummary, capture_frames, decode_captures, decoded_frames
+from .columns import decode_cluster_metadata, decode_column, decode_consumer_offsets
+from .types import spark_arrow_type, spark_type
 
 __all__ = [
     "CaptureSummary",

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from arrowkafka.spark.types import spark_arrow_type, spark_type, task_specs
-from arrowkafka.traffic import FRAME_COLUMNS, FRAMES_SCHEMA, REJECT_SCHEMA, decode_frames, frames_table
+from .types import spark_arrow_type, spark_type, task_specs
+
+# ``arrowkafka.traffic`` is imported where it is used: it loads Numba, which a driver that only
+# plans the job does not need.
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,11 +59,15 @@ def _spark_fields(schema: pa.Schema) -> list[pa.Field]:
 
 
 def _frames_type() -> pa.Schema:
+    from arrowkafka.traffic import FRAMES_SCHEMA, REJECT_SCHEMA
+
     reject = pa.struct(_spark_fields(REJECT_SCHEMA))
     return pa.schema([*_spark_fields(FRAMES_SCHEMA), pa.field(_REJECT, reject)])
 
 
 def _decoded_type(specs: Any, messages: Sequence[str]) -> pa.Schema:
+    from arrowkafka.traffic import FRAME_COLUMNS, REJECT_SCHEMA
+
     structs = [pa.field(m, spark_arrow_type(pa.struct(list(specs.arrow_schema(m))))) for m in messages]
     reject = pa.field(_REJECT, pa.struct(_spark_fields(REJECT_SCHEMA)))
     return pa.schema([pa.field(_MESSAGE, pa.string()), *_spark_fields(FRAME_COLUMNS), *structs, reject])
@@ -92,6 +98,8 @@ class _CaptureFrames:
         self.broker_ports, self.folders = broker_ports, folders
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from arrowkafka.traffic import frames_table
+
         specs = task_specs(self.folders)
         out = _frames_type()
         for batch in batches:
@@ -122,6 +130,8 @@ class _DecodeFrames:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
+
+        from arrowkafka.traffic import FRAME_COLUMNS, FRAMES_SCHEMA, decode_frames
 
         specs = task_specs(self.folders)
         out = _decoded_type(specs, self.messages)
@@ -216,6 +226,8 @@ def decode_captures(
     finally:
         frames.unpersist()
     try:
+        from arrowkafka.traffic import FRAME_COLUMNS
+
         summary.rejects = counts.pop(None, 0)
         summary.tables = {m: counts.get(m, 0) for m in messages if counts.get(m, 0)}
         summary.rows = sum(summary.tables.values())

@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 
 import arrowkafka as ak
 from arrowkafka import topics
-from arrowkafka.spark.types import spark_arrow_type, spark_type, task_specs
+
+from .types import spark_arrow_type, spark_type, task_specs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
 from arrowkafka.assembly.assemble import BatchTooLarge, Buffers, allocate, assemble
-from arrowkafka.codegen import decode as decode_codegen
 from arrowkafka.codegen import promote
 from arrowkafka.errors import Corrupt, DecodeError, Truncated
 from arrowkafka.ir import MessageSpec
@@ -170,7 +169,11 @@ class _Run:
         kilobytes), or the one generated for the plan (at once, or under "auto" once ready)."""
         nbytes = int(self.ends.sum() - self.starts.sum())
         if kernel == "specialised":
-            self.fn = decode_codegen.specialised_kernel(self.plan)
+            # (imported when first asked for: a process that never compiles a kernel does not
+            # load the code generators)
+            from arrowkafka.codegen import decode as decode_codegen
+
+            self.fn = decode_codegen.generated_decoder(self.plan)
         elif kernel == "auto":
             self.fn = promote.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
         self.fn = self.fn or kernel_run(nbytes)

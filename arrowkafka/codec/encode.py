@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 
 from arrowkafka.assembly.blocks import array, block
 from arrowkafka.codec.decode import each_range
-from arrowkafka.codegen import encode as encode_codegen
 from arrowkafka.codegen import promote
 from arrowkafka.errors import EncodeError
 from arrowkafka.ir import STRUCT_DEFAULTS, Field, MessageSpec
@@ -566,7 +565,11 @@ def _kernels(
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     fast = None
     if kernel == "specialised":
-        fast = encode_codegen.specialised_encoder(plan)
+        # (imported when first asked for: a process that never compiles a kernel does not load
+        # the code generators)
+        from arrowkafka.codegen import encode as encode_codegen
+
+        fast = encode_codegen.generated_encoder(plan)
     elif kernel == "auto":
         fast = promote.auto("encode", plan, nbytes, example)
     if fast is None:

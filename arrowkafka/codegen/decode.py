@@ -1,4 +1,4 @@
-"""Stage 3b: a ``Plan`` -> the Python source of a kernel specialised to it.
+"""Stage 4b: a ``Plan`` -> the Python source of a kernel specialised to it.
 
 The interpreter (``kernels/decode.py``) reads each instruction at run time; this writes the
 same semantics out as straight-line Numba code, instruction by instruction, with every operand
@@ -25,7 +25,7 @@ from arrowkafka.codegen.modules import generated_path, import_generated
 from arrowkafka.kernels.isa import EL_BOOL, EL_F64, EL_INT, EL_UINT, EL_UUID, ENC_ZIGZAG, MAX_INDICES, OPS
 from arrowkafka.plan import Plan
 
-__all__ = ["kernel_source", "module_for", "specialised_kernel"]
+__all__ = ["kernel_source", "module_for", "generated_decoder"]
 
 _VERSION = "9"  # bump when the generated code changes shape
 
@@ -543,6 +543,6 @@ def module_for(plan: Plan) -> tuple[str, Path, str]:
     return name, generated_path(name), source
 
 
-def specialised_kernel(plan: Plan) -> Any:
+def generated_decoder(plan: Plan) -> Any:
     """The ``run`` function of ``plan``'s specialised kernel, generated and imported once."""
     return import_generated(*module_for(plan))

@@ -1,4 +1,4 @@
-"""Stage 3b, the other way: a ``Plan`` -> the source of an encode kernel specialised to it.
+"""Stage 4b, the other way: a ``Plan`` -> the source of an encode kernel specialised to it.
 
 ``kernels/encode.py`` interprets the plan at run time; this writes the same walk out as
 straight-line code with every operand a literal: lists become ``for`` loops, nullable structs
@@ -9,7 +9,7 @@ sizes, tagged-value cache and bytes, so the encoder calls either.
 
 It checks nothing: no nulls the wire cannot carry, no value too wide for its encoding, no
 classic string over 32767 bytes. The encoder calls it for pass 1 only when no value of the
-batch could fail a check (``encoder._may_fail``); otherwise the interpreter sizes the batch and
+batch could fail a check (``codec.encode._may_fail``); otherwise the interpreter sizes the batch and
 names the first failure, so errors are the interpreter's word for word, and pass 2 (which
 checks nothing in either kernel) may still be this one. Without those checks a plan's code is a
 third of the size: it compiles in seconds, not tens of seconds.
@@ -17,7 +17,7 @@ third of the size: it compiles in seconds, not tens of seconds.
 The module is written to the kernel cache folder (``codegen.modules.cache_dir()``) and imported from
 there, so Numba caches its machine code on disk like any installed module; the small calls it
 makes live in ``kernels/encode.py`` and compile once per machine. Without the JIT
-(``NUMBA_DISABLE_JIT=1``, or ``specialised_encoder(plan, jit=False)``) the same source runs as
+(``NUMBA_DISABLE_JIT=1``, or ``generated_encoder(plan, jit=False)``) the same source runs as
 plain Python under numpy's bounds checks.
 """
 
@@ -33,12 +33,12 @@ from types import ModuleType
 from typing import Any
 
 from arrowkafka.codegen.modules import generated_path, import_generated
-from arrowkafka.kernels.isa import EL_BOOL, EL_UUID, ENC_ZIGZAG, LEN_INT16, LEN_UVARINT, OPS
+from arrowkafka.kernels.isa import EL_BOOL, EL_UUID, ENC_ZIGZAG, LEN_INT16, LEN_INT32, LEN_UVARINT, OPS
 from arrowkafka.kernels.tiers import _identity, _pure_module
 from arrowkafka.plan import Plan
 from arrowkafka.wire import uvarint_bytes
 
-__all__ = ["encode_kernel_source", "module_for", "specialised_encoder"]
+__all__ = ["encode_kernel_source", "module_for", "generated_encoder"]
 
 _VERSION = "2"  # bump when the generated code changes shape
 
@@ -126,11 +126,10 @@ class _Gen:
         self.put(ind, f"pos += {len(raw)}")
 
     def length(self, ind: int, kind: int, n: str) -> None:
-        """A length or count (kind 0 int16, 1 int32, 2 compact N+1)."""
+        """A length or count (``LEN_*``; compact lengths are N+1)."""
         if not self.fill:
-            self.put(
-                ind, {0: "pos += 2", 1: "pos += 4"}.get(kind, f"pos += 1 if {n} < 127 else _uvlen({n} + 1)")
-            )
+            fixed = {LEN_INT16: "pos += 2", LEN_INT32: "pos += 4"}
+            self.put(ind, fixed.get(kind, f"pos += 1 if {n} < 127 else _uvlen({n} + 1)"))
         elif kind == LEN_UVARINT:
             self.put(ind, f"if {n} < 127:\n    out[{_u('pos')}] = {n} + 1\n    pos += 1\nelse:\n"
                           f"    pos = _put_uv(out, pos, {n} + 1)")  # fmt: skip
@@ -400,7 +399,7 @@ def module_for(plan: Plan) -> tuple[str, Path, str]:
     return name, generated_path(name), source
 
 
-def specialised_encoder(plan: Plan, jit: bool = True) -> Any:
+def generated_encoder(plan: Plan, jit: bool = True) -> Any:
     """The ``run`` function of ``plan``'s specialised encode kernel, generated and imported once
     per process (its first call compiles it, or loads it from Numba's cache). ``jit=False``:
     the same source run as plain Python (what ``NUMBA_DISABLE_JIT=1`` gives; the tests use

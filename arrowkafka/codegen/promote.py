@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arrowkafka.codegen import decode, encode
 from arrowkafka.codegen.modules import load_generated, write_generated
 
 __all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
@@ -55,10 +54,14 @@ _LOCK = threading.Lock()
 
 
 def _generated(kind: str) -> tuple[Callable[[Any], tuple[str, Path, str]], Callable[[Any], Any]]:
-    """(plan -> (module name, path, source), plan -> the loaded kernel) for ``kind``."""
+    """(plan -> (module name, path, source), plan -> the loaded kernel) for ``kind``. The
+    generators are imported here, once a plan has earned its kernel: every batch passes
+    through ``auto``, and a small job should not load them."""
+    from arrowkafka.codegen import decode, encode
+
     if kind == "decode":
-        return decode.module_for, decode.specialised_kernel
-    return encode.module_for, encode.specialised_encoder
+        return decode.module_for, decode.generated_decoder
+    return encode.module_for, encode.generated_encoder
 
 
 def _marker(path: Path) -> Path:

@@ -34,7 +34,7 @@ import struct
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -446,18 +446,10 @@ def capture_frame_chunks(
             spill.close()
 
 
-def capture_frame_arrays(
-    source: str | os.PathLike[str] | BinaryIO,
-    *,
-    broker_ports: frozenset[int],
-    max_frame_size: int = MAX_FRAME_SIZE,
-    strict: bool = False,
-    stats: CaptureStats | None = None,
-    chunk_bytes: int = CHUNK_BYTES,
-) -> FrameArrays:
-    """All the frames of a capture in one ``FrameArrays`` (for tests and small captures)."""
-    parts = list(capture_frame_chunks(source, broker_ports=broker_ports, max_frame_size=max_frame_size,
-                                      strict=strict, stats=stats, chunk_bytes=chunk_bytes))  # fmt: skip
+def capture_frame_arrays(source: str | os.PathLike[str] | BinaryIO, **options: Any) -> FrameArrays:
+    """All the frames of a capture in one ``FrameArrays`` (for tests and small captures);
+    ``options`` as ``capture_frame_chunks`` takes them."""
+    parts = list(capture_frame_chunks(source, **options))
     return FrameArrays.join(parts) if parts else FrameArrays.empty([])
 
 

@@ -25,7 +25,7 @@ class Decode:
     def setup(self, workload: str, threads: int) -> None:
         _, self.message, self.version = WORKLOADS[workload]
         self.bodies = batch(workload)
-        # Warm the JIT, and check against the reference before timing anything.
+        # Warm the JIT, and check against the oracle before timing anything.
         first = ak.decode(self.bodies.slice(0, 2), self.message, self.version).to_pylist()[0]
         assert first == ref.decode(ak.load_specs()[self.message], self.version, body(workload))
         self.nbytes = self.bodies.buffers()[2].size
@@ -59,9 +59,9 @@ class DecodeStages:
         warm = decode_batch(specs[message], self.bodies.slice(0, 2), version, kernel=kernel)
         assert warm.to_pylist()[0] == ref.decode(specs[message], version, body(workload))
         if kernel == "specialised":
-            from arrowkafka.codegen.decode import specialised_kernel
+            from arrowkafka.codegen.decode import generated_decoder
 
-            self.fn = specialised_kernel(self.plan)
+            self.fn = generated_decoder(self.plan)
         else:
             from arrowkafka.kernels.decode import run
 

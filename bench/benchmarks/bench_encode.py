@@ -34,7 +34,7 @@ class Encode:
         bodies = batch(workload)
         self.rows = ak.decode(bodies, self.message, self.version)
         assert isinstance(self.rows, pa.RecordBatch)
-        # Warm the JIT (or compile the plan's kernel), and check against the reference encoder
+        # Warm the JIT (or compile the plan's kernel), and check against the oracle
         # before timing anything.
         first = self.encode(self.rows.slice(0, 2), 1, kernel)[0].as_py()
         spec = self.specs[self.message]

@@ -102,7 +102,7 @@ def test_compiled_kernel_errors_are_the_interpreters() -> None:
 
 def test_each_plan_has_its_own_module() -> None:
     plan = compile_plan(SPECS["FetchRequest"], 12)
-    encode_codegen.specialised_encoder(plan, jit=False)
+    encode_codegen.generated_encoder(plan, jit=False)
     name, _, source = encode_codegen.module_for(plan)
     assert "def _fill(" in source and "def _sizes(" in source and "def run(" in source
     assert encode_codegen.module_for(compile_plan(SPECS["FetchRequest"], 11))[0] != name

@@ -14,10 +14,10 @@ from arrowkafka.api import SpecSet
 from arrowkafka.codec.encode import encode_batch
 from arrowkafka.codegen import encode as encode_codegen
 
-_JIT = encode_codegen.specialised_encoder
+_JIT = encode_codegen.generated_encoder
 
 
 def encode_specialised(specs: SpecSet, data: Any, name: str, version: int, **kw: Any) -> pa.Array:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(encode_codegen, "specialised_encoder", functools.partial(_JIT, jit=False))
+        mp.setattr(encode_codegen, "generated_encoder", functools.partial(_JIT, jit=False))
         return encode_batch(specs[name], data, version, kernel="specialised", **kw)
