@@ -312,13 +312,11 @@ def decode(spec: MessageSpec, version: int, body: bytes, index: int = 0) -> dict
 
 
 def uvarint_bytes(value: int) -> bytes:
-    """An unsigned varint (LEB128)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """An unsigned varint (LEB128): the value's 7-bit groups, low first, each but the last
+    with its high bit set. (Written from the definition, unlike ``arrowkafka.wire``'s loop,
+    which tests hold to this.)"""
+    groups = [(value >> shift) & 0x7F for shift in range(0, max(value.bit_length(), 1), 7)]
+    return bytes([0x80 | g for g in groups[:-1]] + [groups[-1]])
 
 
 def _zigzag(value: int, bits: int) -> bytes:
