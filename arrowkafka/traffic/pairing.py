@@ -163,8 +163,8 @@ class Pairing:
     def reject(self, a: FrameArrays, i: int, error: str, reason: str, raw: bytes, **where: Any) -> None:
         """A frame of ``a`` to _rejects."""
         ends, direction = ends_of(a.conns[int(a.conn[i])]), "request" if a.request[i] else "response"
-        add_reject(self.summary, self.rejects, self.capture, error, reason, raw, **ends, direction=direction,
-                ts=int(a.ts_first[i]), **where)  # fmt: skip
+        where = {**ends, "direction": direction, "ts": int(a.ts_first[i]), **where}
+        add_reject(self.summary, self.rejects, self.capture, error, reason, raw, **where)
 
     def table(self, r: Rows) -> pa.Table:
         """A chunk's frames as rows of FRAMES_SCHEMA."""
@@ -173,8 +173,8 @@ class Pairing:
         direction = pa.array(["request", "response"], pa.string()).take(
             (~r.a.request[r.rows]).astype(np.int64)
         )
-        body = slices(r.a.data, r.body[r.rows], r.a.off[r.rows] + r.a.size[r.rows] - r.body[r.rows], None,
-                       pa.binary())  # fmt: skip
+        ends = r.a.off[r.rows] + r.a.size[r.rows]
+        body = slices(r.a.data, r.body[r.rows], ends - r.body[r.rows], None, pa.binary())
         capture = pa.array([self.capture], pa.string()).take(np.zeros(len(r.rows), np.int64))
         columns = [capture, direction, names, ver, *self.frame_columns(r, r.rows), body]
         return pa.Table.from_arrays(columns, schema=FRAMES_SCHEMA)
@@ -187,9 +187,12 @@ class Pairing:
             if isinstance(item, PartialFrame | SkippedBytes):
                 summary.frames_in += 1
                 reason = getattr(item, "reason", "partial frame")
-                add_reject(summary, self.rejects, self.capture, "Partial", reason, bytes(item.data),
-                        **ends_of(item.conn), direction=item.direction,
-                        ts=getattr(item, "ts_first_ns", None))  # fmt: skip
+                where = {
+                    **ends_of(item.conn),
+                    "direction": item.direction,
+                    "ts": getattr(item, "ts_first_ns", None),
+                }
+                add_reject(summary, self.rejects, self.capture, "Partial", reason, bytes(item.data), **where)
         at = np.argsort(a.order, kind="stable")
         summary.frames_in += len(at)
         req = at[a.request[at]]
