@@ -128,10 +128,10 @@ class _Timed:
     the next input batch or to take its output. One JSON line per task in ``log``."""
 
     def __init__(self, log: Path) -> None:
-        import arrowkafka.spark as aks
+        from arrowkafka.spark.columns import _DecodeBatches
 
         # what decode_column(df, "value", "MetadataResponse", 12) maps
-        self.fn = aks._DecodeBatches("value", "MetadataResponse", 12, None, "MetadataResponse", "raise", ())
+        self.fn = _DecodeBatches("value", "MetadataResponse", 12, None, "MetadataResponse", "raise", ())
         self.log = str(log)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -74,7 +74,8 @@ class DecodeStages:
         for _ in range(repeat):
             t = [time.perf_counter()]
             data, starts, ends = _input(self.bodies)
-            run = _Run(self.plan, data, starts, ends, False, self.fn)
+            run = _Run(self.plan, data, starts, ends, False)
+            run.fn = self.fn
             counts, dcounts = np.zeros(nn, np.int64), np.zeros(nn, np.int64)
             run.call(0, len(starts), False, counts, dcounts, None)
             t.append(time.perf_counter())
