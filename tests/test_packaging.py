@@ -38,7 +38,10 @@ def project_copy(dest: Path) -> Path:
     ).stdout.split()
     for rel in files:
         src = ROOT / rel
-        if src.is_file():
+        if src.is_symlink():  # arrowkafka/kernels and arrowkafka/spark
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).symlink_to(src.readlink())
+        elif src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     return dest
