@@ -51,6 +51,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from arrowkafka.traffic import decode_capture
 
+    for capture in args.captures:  # every capture readable before anything is written
+        with open(capture, "rb"):
+            pass
+
     bound_heap()
 
     summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,),
@@ -155,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ArrowKafkaError, KeyError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"arrowkafka: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the user gave: missing, a folder, not readable or writable
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"arrowkafka: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from arrowkafka.cli import main
@@ -43,3 +47,22 @@ def test_errors_are_reported_not_raised(capsys: pytest.CaptureFixture[str]) -> N
     )
     assert main(["schema", "FetchRequest", "--version", "40"]) == 2
     assert "FetchRequest has no version 40 (valid versions: 0-17)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["missing", "folder"])
+def test_an_unreadable_capture_is_one_line(tmp_path: Path, kind: str) -> None:
+    """Through the installed command: one line naming the file, exit status 2, no traceback,
+    and no output folder left behind."""
+    capture = tmp_path / "capture.pcap"
+    if kind == "folder":
+        capture.mkdir()
+    out = tmp_path / "out"
+    command = Path(sys.executable).with_name("arrowkafka")
+    proc = subprocess.run(
+        [str(command), "decode", str(capture), "-o", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    reason = "No such file or directory" if kind == "missing" else "Is a directory"
+    assert proc.stderr == f"arrowkafka: error: {capture}: {reason}\n"
+    assert not out.exists()
