@@ -15,6 +15,8 @@ from arrowkafka.errors import ArrowKafkaError, Corrupt, DecodeError, EncodeError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from arrowkafka.records import Records
+
 __all__ = [
     "ArrowKafkaError",
     "Corrupt",
@@ -23,6 +25,7 @@ __all__ = [
     "SpecError",
     "Truncated",
     "decode",
+    "decode_records",
     "encode",
     "encoded_size",
     "SpecSet",
@@ -66,6 +69,23 @@ def encoded_size(
 ) -> pa.Int64Array:
     """``load_specs().encoded_size(...)``: see ``SpecSet.encoded_size``."""
     return default_specs().encoded_size(data, name, version, threads=threads, kernel=kernel)
+
+
+def decode_records(
+    records: Any,
+    *,
+    errors: str = "raise",
+    payloads: bool = True,
+    verify_crc: bool = True,
+    max_uncompressed: int = 256 << 20,
+) -> Records:
+    """Kafka record batches (magic 0, 1, 2; every codec) into Arrow tables: see
+    ``arrowkafka.records.decode_records``."""
+    from arrowkafka.records import decode_records as _decode_records  # loads pyarrow and Numba
+
+    return _decode_records(
+        records, errors=errors, payloads=payloads, verify_crc=verify_crc, max_uncompressed=max_uncompressed
+    )
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

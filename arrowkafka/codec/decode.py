@@ -24,7 +24,7 @@ from arrowkafka.kernels.isa import OPS
 from arrowkafka.kernels.tiers import kernel_run
 from arrowkafka.plan import Plan, compile_plan
 
-__all__ = ["decode_batch", "as_bodies", "Ranges"]
+__all__ = ["decode_batch", "as_bodies", "byte_ranges", "Ranges"]
 
 ERRORS = ("raise", "null")
 KERNELS = ("auto", "interpreter", "specialised")
@@ -104,6 +104,14 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):
         raise ValueError("binary array offsets point outside its data")
     return data, starts, ends
+
+
+def byte_ranges(bodies: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, starts, ends) of any accepted input, ``Ranges`` included: value i is
+    ``data[starts[i]:ends[i]]``, read where it lies. A null element reads as empty."""
+    if isinstance(bodies, Ranges):
+        return _ranges_input(bodies)
+    return _input(as_bodies(bodies))
 
 
 def _what(plan: Plan, pc: int, run_row: int) -> str:

@@ -1,0 +1,150 @@
+"""Control records: transaction markers and the KRaft control records of control batches.
+
+A control record's key is ``version int16, type int16`` (Kafka's ``ControlRecordType``). An
+ABORT or COMMIT value is ``version int16, coordinator epoch int32`` (``EndTransactionMarker``).
+The KRaft ones hold messages defined by JSON specs (``LeaderChangeMessage`` and the others),
+written in the version their own first field, ``Version``, names: they decode through the
+message decoder, on the vendored specs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arrowkafka.api import default_specs
+from arrowkafka.errors import Corrupt
+
+__all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control"]
+
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+SPECS = {
+    2: "LeaderChangeMessage",
+    3: "SnapshotHeaderRecord",
+    4: "SnapshotFooterRecord",
+    5: "KRaftVersionRecord",
+    6: "VotersRecord",
+}
+
+MARKERS_SCHEMA = pa.schema(
+    [
+        pa.field("record", pa.int64(), nullable=False),  # row in the records table
+        pa.field("batch", pa.int64(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("type", pa.string()),  # ABORT, COMMIT, LEADER_CHANGE, ...; null when unknown
+        pa.field("type_code", pa.int16()),
+        pa.field("key_version", pa.int16()),
+        pa.field("marker_version", pa.int16()),  # ABORT and COMMIT
+        pa.field("coordinator_epoch", pa.int32()),  # ABORT and COMMIT
+        pa.field("error", pa.string()),  # why the record did not decode; null when it did
+    ]
+)
+
+
+def _i(b: bytes, at: int, n: int) -> int:
+    return int.from_bytes(b[at : at + n], "big", signed=True)
+
+
+def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[pa.Table, dict[str, pa.Table]]:
+    """(markers, {spec name: table}) for the records of control batches."""
+    control = np.asarray(batches.column("control").fill_null(False).to_numpy(zero_copy_only=False), bool)
+    if not control.any():
+        return MARKERS_SCHEMA.empty_table(), {}
+    batch = records.column("batch").to_numpy()
+    rows = np.flatnonzero(control[batch])
+    keys = records.column("key").take(rows).to_pylist()
+    values = records.column("value").take(rows).to_pylist()
+    offsets = records.column("offset").take(rows).to_pylist()
+    out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}
+    raft: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
+    for row, key, value, offset in zip(rows.tolist(), keys, values, offsets, strict=True):
+        kind = version = mv = epoch = None
+        error = None
+        if key is None or len(key) < 4:
+            error = f"a control record key of {0 if key is None else len(key)} bytes (needs 4)"
+        else:
+            version, kind = _i(key, 0, 2), _i(key, 2, 2)
+            if version < 0:
+                error = f"control record key version {version}"
+            elif kind in (0, 1):
+                if value is None or len(value) < 6:
+                    error = (
+                        f"a transaction marker value of {0 if value is None else len(value)} bytes (needs 6)"
+                    )
+                else:
+                    mv, epoch = _i(value, 0, 2), _i(value, 2, 4)
+            elif kind in SPECS:
+                if value is None or len(value) < 2:
+                    error = f"a {SPECS[kind]} value of {0 if value is None else len(value)} bytes"
+                else:
+                    rows_, values_, versions_ = raft.setdefault(SPECS[kind], ([], [], []))
+                    rows_.append(row)
+                    values_.append(value)
+                    versions_.append(_i(value, 0, 2))
+        if error is not None and errors == "raise":
+            raise Corrupt(
+                error, path=f"records[{row}].key", message_index=int(batch[row]), message="control record"
+            )
+        out["record"].append(row)
+        out["batch"].append(int(batch[row]))
+        out["offset"].append(offset)
+        out["type"].append(CONTROL_TYPES.get(kind) if kind is not None else None)
+        out["type_code"].append(kind)
+        out["key_version"].append(version)
+        out["marker_version"].append(mv)
+        out["coordinator_epoch"].append(epoch)
+        out["error"].append(error)
+    markers = pa.Table.from_pydict(out, MARKERS_SCHEMA)
+    tables: dict[str, pa.Table] = {}
+    where = {r: i for i, r in enumerate(out["record"])}
+    errs = out["error"]
+    for name, (rows_, values_, versions_) in raft.items():
+        tables[name], failed = _decode_spec(name, rows_, values_, versions_, errors)
+        for r, reason in failed.items():
+            errs[where[r]] = reason
+    if any(e is not None for e in errs):
+        markers = markers.set_column(
+            markers.schema.get_field_index("error"), "error", pa.array(errs, pa.string())
+        )
+    return markers, tables
+
+
+def _decode_spec(
+    name: str, rows: list[int], values: list[bytes], versions: list[int], errors: str
+) -> tuple[pa.Table, dict[int, str]]:
+    """Values of one KRaft control record spec, each in the version it names, in the spec's
+    all-versions schema; ``record`` first."""
+    specs = default_specs()
+    valid = specs[name].valid_versions
+    failed: dict[int, str] = {}
+    parts = []
+    for v in sorted(set(versions)):
+        take = [i for i, x in enumerate(versions) if x == v]
+        if v not in valid:
+            for i in take:
+                failed[rows[i]] = f"{name} version {v} is not one of {valid}"
+            continue
+        batch, rejects = specs.decode([values[i] for i in take], name, v, errors="null", all_versions=True)
+        table = pa.Table.from_batches([batch])
+        table = table.add_column(0, "record", pa.array([rows[i] for i in take], pa.int64()))
+        for index, reason in zip(
+            rejects.column("index").to_pylist(), rejects.column("reason").to_pylist(), strict=True
+        ):
+            failed[rows[take[index]]] = f"{name} v{v}: {reason}"
+        parts.append(
+            table.filter(pc.invert(pc.is_in(table.column("record"), pa.array(list(failed), pa.int64()))))
+        )
+    if failed and errors == "raise":
+        row, reason = next(iter(failed.items()))
+        raise Corrupt(reason, path=f"records[{row}].value", message="control record")
+    schema = pa.schema([pa.field("record", pa.int64(), nullable=False), *specs.arrow_schema(name)])
+    return (pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()), failed

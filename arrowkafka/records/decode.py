@@ -1,0 +1,234 @@
+"""Record batches into Arrow tables: ``decode_records``.
+
+The kernels in ``arrowkafka.kernels.records`` find and check batches and walk records in two
+passes; this module runs them, decompresses what is compressed between the passes, turns the
+kernel's columns into Arrow arrays, renders errors, and decodes control records.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from arrowkafka.codec.decode import byte_ranges
+from arrowkafka.errors import Corrupt
+from arrowkafka.kernels import records as k
+from arrowkafka.records import tables
+from arrowkafka.records.codecs import CODECS, CodecError, TooBig, decompress
+from arrowkafka.records.control import decode_control
+
+__all__ = ["Records", "decode_records", "MAX_UNCOMPRESSED"]
+
+MAX_UNCOMPRESSED = 256 << 20  # bytes one batch may decompress to, unless the caller says more
+OFFSETS_LIMIT = (1 << 31) - 1  # int32 Arrow offsets: a column chunk holds less than this
+
+_REASONS = {
+    k.R_LENGTH: "batch length {d1} is below the {d2} bytes its format needs",
+    k.R_MAGIC: "unknown magic {d1}",
+    k.R_CRC: "{crc} mismatch: stored {d1:#010x}, computed {d2:#010x}",
+    k.R_CODEC: "unknown compression codec {d1} for magic {d2}",
+    k.R_COUNT: "the batch claims {d1} records and holds {d2}",
+    k.R_OVERRUN: "a length of {d1} runs past the end of its record or batch ({d2} bytes left)",
+    k.R_RECORD_SIZE: "a record of {d1} bytes whose fields take {d2}",
+    k.R_VARINT: "a varint longer or larger than its type allows",
+    k.R_NEGATIVE: "a negative length or count ({d1})",
+    k.R_UTF8: "a header key of {d1} bytes that is not UTF-8",
+    k.R_TRAILING: "{d1} bytes after the last record",
+    k.R_NESTED: "a compressed message (codec {d1}) inside a compressed wrapper",
+    k.R_INNER_MAGIC: "an inner message of magic {d1} inside a wrapper of magic {d2}",
+    k.R_INNER_CRC: "an inner message's CRC-32 mismatch: stored {d1:#010x}, computed {d2:#010x}",
+    k.R_TOO_BIG: "the records decompress to more than {d1} bytes (max_uncompressed)",
+    k.R_NO_VALUE: "a compressed wrapper message whose value is null",
+}
+
+
+@dataclass
+class Records:
+    """What ``decode_records`` returns.
+
+    batches : one row per batch found (magic 2 record batch, or magic 0/1 message), partial
+        batches at the end of a row and batches that failed included (``error`` says why).
+    records : one row per record of every batch that decoded; ``batch`` is its row in
+        ``batches``.
+    rejects : one row per batch that failed, with its raw bytes (``errors="null"``).
+    markers : one row per control record (transaction markers and the KRaft ones).
+    control : the KRaft control records decoded through their specs, one table per spec
+        (``LeaderChangeMessage``, ``SnapshotHeaderRecord``, ...), ``record`` linking each row.
+    """
+
+    batches: pa.Table
+    records: pa.Table
+    rejects: pa.Table
+    markers: pa.Table
+    control: dict[str, pa.Table] = field(default_factory=dict)
+
+
+def decode_records(
+    records: Any,
+    *,
+    errors: str = "raise",
+    payloads: bool = True,
+    verify_crc: bool = True,
+    max_uncompressed: int = MAX_UNCOMPRESSED,
+) -> Records:
+    """Decode Kafka record batches (magic 0, 1 and 2, every codec) into Arrow tables.
+
+    Parameters
+    ----------
+    records : pa.BinaryArray, pa.LargeBinaryArray, pa.ChunkedArray of them, list of bytes, or ``Ranges``
+        Each element one ``records`` field (of a Produce request or a Fetch response) or the
+        bytes of a log segment file: batches back to back. A partial batch at the end of an
+        element (a Fetch response cut at its byte limit) is not an error: it gets a batch row
+        with ``partial`` set and its size.
+    errors : {"raise", "null"}
+        ``"raise"``: the first bad batch raises ``Corrupt`` naming the input row, the batch and
+        the byte. ``"null"``: bad batches keep their row in ``batches`` (``error`` says why),
+        their records are left out, and ``rejects`` holds their raw bytes.
+    payloads : bool
+        ``False`` leaves keys and values out (their sizes stay), for data that must not be copied.
+    verify_crc : bool
+        Check every batch's CRC-32C (magic 2) or CRC-32 (magic 0/1, inner messages too).
+    max_uncompressed : int
+        Bytes one compressed batch may decompress to; past it the batch fails (a decompression bomb).
+    """
+    if errors not in ("raise", "null"):
+        raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
+    data, starts, ends = byte_ranges(records)
+    counts = np.empty(len(starts), np.int64)
+    nb = int(k.count_batches(data, starts, ends, counts))
+    hdr = np.zeros((k.NH, nb), np.int64)
+    k.read_batches(data, starts, ends, hdr, k.CRC32_TABLE, k.CRC32C_TABLE, verify_crc)
+    messages: dict[int, str] = {}
+    inner = _decompress(data, hdr, max_uncompressed, messages)
+    empty = np.zeros(0, np.int64)
+    e8 = np.zeros(0, np.uint8)
+    totals = k.walk_records(
+        data, inner, hdr, 0, nb, False, k.CRC32_TABLE, payloads,
+        empty, empty, empty, empty, empty, empty, e8, e8, empty, empty, e8, empty, e8,
+    )  # fmt: skip
+    bad = np.flatnonzero(hdr[k.H_STATUS] >= k.R_LENGTH)
+    if errors == "raise" and len(bad):
+        raise _error(hdr, int(bad[0]), starts, ends, messages)
+    batches = tables.batches_table(hdr, _reasons(hdr, bad, messages))
+    recs = _fill(data, inner, hdr, totals, payloads)
+    rejects = tables.rejects_table(
+        hdr[k.H_ROW, bad],
+        bad,
+        hdr[k.H_POS, bad],
+        [_reason(hdr, int(b), messages) for b in bad],
+        [data[int(hdr[k.H_ABS, b]) : int(hdr[k.H_ABS, b] + hdr[k.H_SIZE, b])].tobytes() for b in bad],
+    )
+    markers, control = decode_control(recs, batches, errors)
+    if not payloads:
+        recs = recs.drop_columns(["key", "value"])
+    return Records(batches, recs, rejects, markers, control)
+
+
+def _decompress(data: np.ndarray, hdr: np.ndarray, cap: int, messages: dict[int, str]) -> np.ndarray:
+    """Decompress the region of every good compressed batch into one buffer, and point each
+    batch's region there. A payload the codec refuses fails its batch."""
+    status, attr = hdr[k.H_STATUS], hdr[k.H_ATTR]
+    todo = np.flatnonzero((status == k.B_OK) & ((attr & k.CODEC_MASK) != 0))
+    pieces: list[bytes] = []
+    at = 0
+    view = data.data
+    for b in todo:
+        codec = int(attr[b] & k.CODEC_MASK)
+        try:
+            if codec == 4 and hdr[k.H_MAGIC, b] < 2:
+                raise CodecError(f"zstd in a magic {hdr[k.H_MAGIC, b]} message (zstd needs magic 2)")
+            out = decompress(codec, view[hdr[k.H_REGION_START, b] : hdr[k.H_REGION_END, b]], cap)
+        except TooBig:
+            hdr[k.H_STATUS, b], hdr[k.H_D1, b] = k.R_TOO_BIG, cap
+            hdr[k.H_ERR_AT, b] = hdr[k.H_POS, b]
+            continue
+        except CodecError as e:
+            hdr[k.H_STATUS, b] = k.R_DECOMPRESS
+            hdr[k.H_ERR_AT, b] = hdr[k.H_POS, b]
+            messages[int(b)] = f"{CODECS[codec]} data does not decompress ({e})"
+            continue
+        pieces.append(out)
+        hdr[k.H_INNER, b] = 1
+        hdr[k.H_REGION_START, b] = at
+        at += len(out)
+        hdr[k.H_REGION_END, b] = at
+    inner = np.frombuffer(b"".join(pieces), np.uint8) if at else np.zeros(1, np.uint8)
+    return inner
+
+
+def _fill(
+    data: np.ndarray, inner: np.ndarray, hdr: np.ndarray, totals: np.ndarray, payloads: bool
+) -> pa.Table:
+    """The records table, in chunks whose byte columns each stay under 2 GiB."""
+    sizes = hdr[k.H_KEY_BYTES] + hdr[k.H_VALUE_BYTES] + hdr[k.H_HKEY_BYTES] + hdr[k.H_HVALUE_BYTES]
+    nb = hdr.shape[1]
+    cuts = [0]
+    if int(totals[1:].sum()) > OFFSETS_LIMIT:
+        cum = np.cumsum(sizes)
+        while cum[-1] - (cum[cuts[-1] - 1] if cuts[-1] else 0) > OFFSETS_LIMIT:
+            base = cum[cuts[-1] - 1] if cuts[-1] else 0
+            cuts.append(max(int(np.searchsorted(cum, base + OFFSETS_LIMIT, side="right")), cuts[-1] + 1))
+    cuts.append(nb)
+    chunks = []
+    for b0, b1 in itertools.pairwise(cuts):
+        good = hdr[k.H_STATUS, b0:b1] == k.B_OK
+        n = int(hdr[k.H_NREC, b0:b1][good].sum())
+        nh = int(hdr[k.H_NHEADERS, b0:b1][good].sum())
+        cols = tables.RecordColumns.allocate(
+            n,
+            nh,
+            int(hdr[k.H_KEY_BYTES, b0:b1][good].sum()),
+            int(hdr[k.H_VALUE_BYTES, b0:b1][good].sum()),
+            int(hdr[k.H_HKEY_BYTES, b0:b1][good].sum()),
+            int(hdr[k.H_HVALUE_BYTES, b0:b1][good].sum()),
+        )
+        k.walk_records(data, inner, hdr, b0, b1, True, k.CRC32_TABLE, payloads, *cols.kernel_args())
+        kept = None
+        if not payloads:  # only control records' keys and values were copied
+            control = ((hdr[k.H_ATTR] & k.ATTR_CONTROL) != 0) & (hdr[k.H_MAGIC] == 2)
+            kept = control[cols.batch]
+        chunks.append(cols.to_batch(kept))
+    return pa.Table.from_batches(chunks, tables.RECORDS_SCHEMA)
+
+
+def _reason(hdr: np.ndarray, b: int, messages: dict[int, str]) -> str:
+    code = int(hdr[k.H_STATUS, b])
+    if code == k.R_DECOMPRESS:
+        return messages[b]
+    magic = int(hdr[k.H_MAGIC, b])
+    text = _REASONS[code].format(
+        d1=int(hdr[k.H_D1, b]), d2=int(hdr[k.H_D2, b]), crc="CRC-32C" if magic == 2 else "CRC-32"
+    )
+    if hdr[k.H_INNER, b] == 1:
+        text += f", at byte {int(hdr[k.H_ERR_AT, b])} of the decompressed records"
+    return text
+
+
+def _reasons(hdr: np.ndarray, bad: np.ndarray, messages: dict[int, str]) -> list[str | None]:
+    out: list[str | None] = [None] * hdr.shape[1]
+    for b in bad:
+        out[int(b)] = _reason(hdr, int(b), messages)
+    return out
+
+
+def _error(
+    hdr: np.ndarray, b: int, starts: np.ndarray, ends: np.ndarray, messages: dict[int, str]
+) -> Corrupt:
+    row = int(hdr[k.H_ROW, b])
+    pos = int(hdr[k.H_POS, b])
+    at = pos if hdr[k.H_INNER, b] == 1 else int(hdr[k.H_ERR_AT, b])
+    magic = int(hdr[k.H_MAGIC, b])
+    first = int(np.searchsorted(hdr[k.H_ROW], row))
+    return Corrupt(
+        _reason(hdr, b, messages),
+        path=f"batch {b - first} (byte {pos})",
+        message_index=row,
+        offset=at,
+        size=int(ends[row] - starts[row]),
+        message="RecordBatch" if magic == 2 else "MessageSet",
+        version=magic,
+    )

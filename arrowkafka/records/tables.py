@@ -1,0 +1,258 @@
+"""The Arrow tables of records: their schemas, and the kernel's columns turned into arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from arrowkafka.kernels import records as k
+from arrowkafka.records.codecs import CODECS
+
+__all__ = [
+    "BATCHES_SCHEMA",
+    "RECORDS_SCHEMA",
+    "REJECTS_SCHEMA",
+    "RecordColumns",
+    "batches_table",
+    "rejects_table",
+]
+
+TS = pa.timestamp("ms", tz="UTC")
+HEADER = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+
+BATCHES_SCHEMA = pa.schema(
+    [
+        pa.field("row", pa.int64(), nullable=False),  # the input element the batch is in
+        pa.field("position", pa.int64(), nullable=False),  # its first byte inside that element
+        pa.field("size", pa.int64(), nullable=False),  # bytes: 12 + batch_length, or those present
+        pa.field("partial", pa.bool_(), nullable=False),  # the element ends inside the batch
+        pa.field("magic", pa.int8()),
+        pa.field("base_offset", pa.int64()),
+        pa.field("last_offset", pa.int64()),
+        pa.field("batch_length", pa.int32()),
+        pa.field("partition_leader_epoch", pa.int32()),  # magic 2
+        pa.field("crc", pa.uint32()),
+        pa.field("crc_ok", pa.bool_()),  # null when not checked
+        pa.field("codec", pa.string()),
+        pa.field("timestamp_type", pa.string()),  # CreateTime or LogAppendTime; magic 1 and 2
+        pa.field("transactional", pa.bool_()),
+        pa.field("control", pa.bool_()),
+        pa.field("delete_horizon", TS),  # magic 2 with the delete-horizon attribute
+        pa.field("last_offset_delta", pa.int32()),  # magic 2
+        pa.field("base_timestamp", TS),  # magic 2
+        pa.field("max_timestamp", TS),  # magic 2; the message's timestamp in magic 1
+        pa.field("producer_id", pa.int64()),  # magic 2 (-1: none)
+        pa.field("producer_epoch", pa.int16()),
+        pa.field("base_sequence", pa.int32()),
+        pa.field("record_count", pa.int32()),  # magic 2: as the batch claims; 0/1: as found
+        pa.field("records_size", pa.int64()),  # bytes of the records as stored (compressed)
+        pa.field("uncompressed_size", pa.int64()),  # bytes of the records once decompressed
+        pa.field("error", pa.string()),  # why the batch did not decode; null when it did
+    ]
+)
+
+RECORDS_SCHEMA = pa.schema(
+    [
+        pa.field("batch", pa.int64(), nullable=False),  # row in the batches table
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", TS),  # null in magic 0 and where the writer put -1 (no timestamp)
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", pa.list_(pa.field("item", HEADER, nullable=False)), nullable=False),
+        pa.field("size", pa.int32(), nullable=False),  # bytes of the record as written
+        pa.field("key_size", pa.int32()),  # null for a null key
+        pa.field("value_size", pa.int32()),
+    ]
+)
+
+REJECTS_SCHEMA = pa.schema(
+    [
+        pa.field("row", pa.int64(), nullable=False),
+        pa.field("batch", pa.int64(), nullable=False),  # row in the batches table
+        pa.field("position", pa.int64(), nullable=False),
+        pa.field("error", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw", pa.binary(), nullable=False),  # the batch's bytes, as far as the element holds them
+    ]
+)
+
+
+def _validity(mask: np.ndarray) -> pa.Buffer | None:
+    if mask.all():
+        return None
+    return pa.py_buffer(np.packbits(mask, bitorder="little"))
+
+
+def _int(values: np.ndarray, type_: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
+    arr = np.ascontiguousarray(
+        values.astype(type_.to_pandas_dtype() if not pa.types.is_timestamp(type_) else np.int64)
+    )
+    return pa.Array.from_buffers(
+        type_, len(arr), [None if mask is None else _validity(mask), pa.py_buffer(arr)]
+    )
+
+
+def _bool(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
+    return pa.array(values.astype(bool), mask=None if mask is None else ~mask)
+
+
+def _binary(sizes: np.ndarray, data: np.ndarray, type_: pa.DataType | None = None) -> pa.Array:
+    """A binary (or string) array from each value's size (-1: null) and the values back to back."""
+    type_ = type_ or pa.binary()
+    offsets = np.zeros(len(sizes) + 1, np.int32)
+    np.cumsum(np.maximum(sizes, 0), out=offsets[1:])
+    return pa.Array.from_buffers(
+        type_, len(sizes), [_validity(sizes >= 0), pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _names(index: np.ndarray, names: tuple[str, ...], mask: np.ndarray) -> pa.Array:
+    """Strings picked from ``names`` by index, null where ``mask`` is False."""
+    dictionary = pa.array(names, pa.string())
+    indices = pa.array(np.where(mask, index, 0).astype(np.int32), mask=~mask)
+    return pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.string())
+
+
+def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
+    magic = hdr[k.H_MAGIC]
+    status = hdr[k.H_STATUS]
+    size = hdr[k.H_SIZE]
+    partial = status == k.B_PARTIAL
+    ok = status == k.B_OK
+    read = ~partial & (magic >= 0) & (magic <= 2) & (status != k.R_LENGTH)  # header fields are there
+    v2 = read & (magic == 2)
+    legacy = read & (magic < 2)
+    attr = hdr[k.H_ATTR]
+    codec = attr & k.CODEC_MASK
+    wrapper = legacy & (codec != 0)
+    # magic 0/1 wrappers: the first and last inner records' offsets. A broker writes the last
+    # one as the wrapper's own offset; a producer may write 0 there (the broker assigns them).
+    relative = wrapper & (magic == 1) & (hdr[k.H_BASE_OFFSET] != 0)
+    shift = np.where(relative, hdr[k.H_BASE_OFFSET] - hdr[k.H_LAST_INNER], 0)
+    base_offset = np.where(wrapper & ok, hdr[k.H_FIRST_INNER] + shift, hdr[k.H_BASE_OFFSET])
+    last_offset = np.where(v2, hdr[k.H_BASE_OFFSET] + hdr[k.H_LAST_DELTA], hdr[k.H_BASE_OFFSET])
+    last_offset = np.where(wrapper & ok, hdr[k.H_LAST_INNER] + shift, last_offset)
+    crc_checked = read & (hdr[k.H_CRC_CALC] >= 0)
+    horizon = v2 & ((attr & k.ATTR_DELETE_HORIZON) != 0)
+    base_ts, max_ts = hdr[k.H_BASE_TS], hdr[k.H_MAX_TS]
+    ts_type = read & (magic >= 1)
+    region = hdr[k.H_REGION_END] - hdr[k.H_REGION_START]
+    decompressed = hdr[k.H_INNER] == 1
+    stored = np.where(decompressed, hdr[k.H_SIZE] - 12 - np.where(v2, 49, 0), region)
+    legacy_count = np.where(ok, hdr[k.H_NREC], 0)
+    cols = {
+        "row": _int(hdr[k.H_ROW], pa.int64()),
+        "position": _int(hdr[k.H_POS], pa.int64()),
+        "size": _int(size, pa.int64()),
+        "partial": _bool(partial),
+        "magic": _int(magic, pa.int8(), (magic >= 0) & (magic <= 127)),
+        "base_offset": _int(base_offset, pa.int64(), ~partial | (size >= 8)),
+        "last_offset": _int(last_offset, pa.int64(), read & (ok | v2)),
+        "batch_length": _int(hdr[k.H_LENGTH], pa.int32(), ~partial | (size >= 12)),
+        "partition_leader_epoch": _int(hdr[k.H_EPOCH], pa.int32(), v2),
+        "crc": _int(hdr[k.H_CRC], pa.uint32(), read),
+        "crc_ok": _bool(hdr[k.H_CRC] == hdr[k.H_CRC_CALC], crc_checked),
+        "codec": _names(codec, (*CODECS, "unknown 5", "unknown 6", "unknown 7"), read),
+        "timestamp_type": _names((attr >> 3) & 1, ("CreateTime", "LogAppendTime"), ts_type),
+        "transactional": _bool(((attr & k.ATTR_TRANSACTIONAL) != 0) & v2, read),
+        "control": _bool(((attr & k.ATTR_CONTROL) != 0) & v2, read),
+        "delete_horizon": _int(base_ts, TS, horizon),
+        "last_offset_delta": _int(hdr[k.H_LAST_DELTA], pa.int32(), v2),
+        "base_timestamp": _int(base_ts, TS, v2 & (base_ts != -1)),
+        "max_timestamp": _int(max_ts, TS, read & (magic >= 1) & (max_ts != -1)),
+        "producer_id": _int(hdr[k.H_PID], pa.int64(), v2),
+        "producer_epoch": _int(hdr[k.H_PEPOCH], pa.int16(), v2),
+        "base_sequence": _int(hdr[k.H_BASE_SEQ], pa.int32(), v2),
+        "record_count": _int(np.where(v2, hdr[k.H_COUNT], legacy_count), pa.int32(), v2 | (legacy & ok)),
+        "records_size": _int(stored, pa.int64(), read & (hdr[k.H_REGION_END] > 0)),
+        "uncompressed_size": _int(region, pa.int64(), ok),
+        "error": pa.array(errors, pa.string()),
+    }
+    return pa.Table.from_pydict(cols, BATCHES_SCHEMA)
+
+
+def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, reasons: list[str],
+                  raw: list[bytes]) -> pa.Table:  # fmt: skip
+    return pa.Table.from_pydict(
+        {
+            "row": pa.array(rows, pa.int64()),
+            "batch": pa.array(batches, pa.int64()),
+            "position": pa.array(positions, pa.int64()),
+            "error": pa.array(["Corrupt"] * len(reasons), pa.string()),
+            "reason": pa.array(reasons, pa.string()),
+            "raw": pa.array(raw, pa.binary()),
+        },
+        REJECTS_SCHEMA,
+    )
+
+
+@dataclass
+class RecordColumns:
+    """The buffers ``walk_records`` fills, allocated once from the counting pass."""
+
+    batch: np.ndarray
+    offset: np.ndarray
+    ts: np.ndarray
+    size: np.ndarray
+    key_size: np.ndarray
+    value_size: np.ndarray
+    key_data: np.ndarray
+    value_data: np.ndarray
+    header_start: np.ndarray
+    hkey_size: np.ndarray
+    hkey_data: np.ndarray
+    hvalue_size: np.ndarray
+    hvalue_data: np.ndarray
+
+    @classmethod
+    def allocate(cls, n: int, nh: int, key: int, value: int, hkey: int, hvalue: int) -> RecordColumns:
+        def i64(m: int) -> np.ndarray:
+            return np.empty(m, np.int64)
+
+        def u8(m: int) -> np.ndarray:
+            return np.empty(m, np.uint8)
+
+        return cls(i64(n), i64(n), i64(n), i64(n), i64(n), i64(n), u8(key), u8(value), i64(n), i64(nh),
+                   u8(hkey), i64(nh), u8(hvalue))  # fmt: skip
+
+    def kernel_args(self) -> tuple[Any, ...]:
+        return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size, self.key_data,
+                self.value_data, self.header_start, self.hkey_size, self.hkey_data, self.hvalue_size,
+                self.hvalue_data)  # fmt: skip
+
+    def to_batch(self, kept: np.ndarray | None = None) -> pa.RecordBatch:
+        """``kept``: records whose key and value bytes were copied (all when None); the others
+        get null keys and values here (their sizes stay in ``key_size``, ``value_size``)."""
+        n = len(self.batch)
+        ks, vs = self.key_size, self.value_size
+        if kept is not None:
+            ks, vs = np.where(kept, ks, -1), np.where(kept, vs, -1)
+        list_offsets = np.empty(n + 1, np.int32)
+        list_offsets[:n] = self.header_start
+        list_offsets[n] = len(self.hkey_size)
+        headers = pa.StructArray.from_arrays(
+            [
+                _binary(self.hkey_size, self.hkey_data, pa.string()),
+                _binary(self.hvalue_size, self.hvalue_data),
+            ],
+            fields=list(HEADER),
+        )
+        return pa.RecordBatch.from_arrays(
+            [
+                _int(self.batch, pa.int64()),
+                _int(self.offset, pa.int64()),
+                _int(self.ts, TS, self.ts != -1),
+                _binary(ks, self.key_data),
+                _binary(vs, self.value_data),
+                pa.ListArray.from_arrays(pa.array(list_offsets), headers).cast(
+                    RECORDS_SCHEMA.field("headers").type
+                ),
+                _int(self.size, pa.int32()),
+                _int(self.key_size, pa.int32(), self.key_size >= 0),
+                _int(self.value_size, pa.int32(), self.value_size >= 0),
+            ],
+            schema=RECORDS_SCHEMA,
+        )

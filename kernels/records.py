@@ -1,0 +1,700 @@
+"""Record batches: the kernels that find batches, check them, and fill record columns.
+
+Kafka stores records in three formats, told apart by the magic byte at offset 16 of every entry
+(Kafka's ``LegacyRecord`` and ``DefaultRecordBatch``):
+
+- magic 0 and 1, a *message set*: ``offset i64, size i32, crc u32, magic i8, attributes i8,
+  [timestamp i64: magic 1], key (i32 length, -1 null), value (i32 length, -1 null)``. A
+  compressed message (a *wrapper*) holds, in its value, an inner message set.
+- magic 2, a *record batch*: a 61-byte header, then records of zigzag varints.
+
+Either way an entry starts with ``offset i64, length i32`` and is ``12 + length`` bytes long, so
+the kernels hop entry to entry the same way and call each one a *batch* (a legacy message is a
+batch of one record; a wrapper a batch of its inner messages), as Kafka's ``RecordBatch`` does.
+
+The work is done in four steps, like the message decoder's two passes:
+
+1. ``count_batches``: hop the entries of each input row and count them.
+2. ``read_batches``: read every entry's header into ``hdr`` (one int64 row per column ``H_*``),
+   verify its CRC (CRC-32 for magic 0/1, CRC-32C for magic 2), and name the region holding its
+   records. The caller decompresses the regions of compressed batches into a second buffer.
+3. ``count_records``: walk the records of every good batch, check every length, varint and
+   header key, and count records, key, value and header bytes.
+4. ``fill_records``: the caller allocates every column once from those counts; the same walk
+   writes them.
+
+Kernels never raise and never read outside ``data[starts[i]:ends[i]]`` (or a batch's region of
+``inner``): a batch that fails gets an error code ``R_*`` in ``hdr[H_STATUS]`` with the byte
+where it failed and two details, and the walk goes on with the next batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .decode import _be, _signed, _utf8_ok, _uvarint
+from .isa import E_TRUNCATED, OK
+
+# ---- one int64 row of ``hdr`` per column; ``hdr[H_X, b]`` is column X of batch b ----
+H_ROW = 0  # input row
+H_POS = 1  # byte position of the batch inside its row
+H_SIZE = 2  # bytes of the batch present in the row (12 + length, less for a partial batch)
+H_STATUS = 3  # B_OK, B_PARTIAL or an error R_*
+H_ERR_AT = 4  # where it failed: byte inside the row, or inside the decompressed records
+H_D1 = 5  # details of the error (lengths, counts, CRCs)
+H_D2 = 6
+H_BASE_OFFSET = 7  # the entry's offset field (magic 0/1: the message's own offset)
+H_LENGTH = 8  # the length field: bytes after it
+H_EPOCH = 9  # partition leader epoch (magic 2)
+H_MAGIC = 10
+H_CRC = 11  # stored
+H_CRC_CALC = 12  # computed
+H_ATTR = 13  # attributes
+H_LAST_DELTA = 14  # last offset delta (magic 2)
+H_BASE_TS = 15  # base timestamp (magic 2)
+H_MAX_TS = 16  # max timestamp (magic 2); the message timestamp (magic 1)
+H_PID = 17  # producer id, epoch, base sequence (magic 2)
+H_PEPOCH = 18
+H_BASE_SEQ = 19
+H_COUNT = 20  # records count the batch claims (magic 2)
+H_REGION_START = 21  # where its records lie: in ``data`` or, once decompressed, in ``inner``
+H_REGION_END = 22
+H_INNER = 23  # 1 when the region is in ``inner`` (the caller decompressed it)
+H_NREC = 24  # counted by ``count_records``
+H_KEY_BYTES = 25
+H_VALUE_BYTES = 26
+H_NHEADERS = 27
+H_HKEY_BYTES = 28
+H_HVALUE_BYTES = 29
+H_FIRST_INNER = 30  # magic 0/1 wrappers: the first and last inner offsets as written
+H_LAST_INNER = 31
+H_ABS = 32  # byte position of the batch inside ``data``
+NH = 33
+
+# ---- batch status ----
+B_OK = 0
+B_PARTIAL = 1  # the row ends inside this batch (a Fetch response cut at its byte limit)
+
+# ---- errors; reasons and details are rendered in arrowkafka.records ----
+R_LENGTH = 2  # batch length below what its magic needs (d1 length, d2 minimum)
+R_MAGIC = 3  # magic other than 0, 1, 2 (d1 magic)
+R_CRC = 4  # stored CRC differs from the computed one (d1 stored, d2 computed)
+R_CODEC = 5  # codec unknown, or not allowed in this magic (d1 codec, d2 magic)
+R_COUNT = 6  # records count differs from the records found (d1 claimed, d2 found)
+R_OVERRUN = 7  # a field runs past the end of its record or batch (d1 needed, d2 left)
+R_RECORD_SIZE = 8  # a record's fields do not fill its length (d1 length, d2 read)
+R_VARINT = 9  # a varint longer or larger than its type
+R_NEGATIVE = 10  # a length or count below what the format allows (d1 value)
+R_UTF8 = 11  # a header key that is not UTF-8
+R_TRAILING = 12  # bytes left after the last record (d1 bytes)
+R_NESTED = 13  # a compressed message inside a wrapper (d1 codec)
+R_INNER_MAGIC = 14  # an inner message whose magic differs from its wrapper's (d1 inner, d2 wrapper)
+R_INNER_CRC = 15  # an inner message whose CRC-32 does not check (d1 stored, d2 computed)
+R_DECOMPRESS = 16  # set by the caller: the codec refused the region
+R_TOO_BIG = 17  # set by the caller: the region decompresses past the cap (d1 cap)
+R_NO_VALUE = 18  # a compressed wrapper whose value is null
+
+# attributes
+CODEC_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+V2_HEADER = 61  # bytes of a magic 2 batch header; records start here
+V2_CRC_FROM = 21  # CRC-32C covers attributes to the end
+LEGACY_CRC_FROM = 16  # CRC-32 covers magic to the end
+LEGACY_MIN = (14, 22)  # length of an empty message: crc, magic, attributes, [timestamp], two lengths
+
+
+def _crc_tables(poly: int) -> np.ndarray:
+    """Slicing-by-8 tables of a reflected CRC-32 polynomial: table[k][b] is the CRC of byte b
+    followed by k zero bytes."""
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        t[0, b] = c
+    for k in range(1, 8):
+        for b in range(256):
+            prev = int(t[k - 1, b])
+            t[k, b] = (prev >> 8) ^ int(t[0, prev & 0xFF])
+    return t
+
+
+CRC32_TABLE = _crc_tables(0xEDB88320)  # CRC-32 (IEEE 802.3): magic 0 and 1
+CRC32C_TABLE = _crc_tables(0x82F63B78)  # CRC-32C (Castagnoli): magic 2
+
+
+@njit(cache=True, nogil=True)
+def crc32(table, data, start, end):
+    """CRC of data[start:end], eight bytes per step (slicing-by-8)."""
+    c = np.uint32(0xFFFFFFFF)
+    i = start
+    while end - i >= 8:
+        lo = c ^ (
+            np.uint32(data[i])
+            | (np.uint32(data[i + 1]) << np.uint32(8))
+            | (np.uint32(data[i + 2]) << np.uint32(16))
+            | (np.uint32(data[i + 3]) << np.uint32(24))
+        )
+        c = (
+            table[7, lo & np.uint32(0xFF)]
+            ^ table[6, (lo >> np.uint32(8)) & np.uint32(0xFF)]
+            ^ table[5, (lo >> np.uint32(16)) & np.uint32(0xFF)]
+            ^ table[4, lo >> np.uint32(24)]
+            ^ table[3, data[i + 4]]
+            ^ table[2, data[i + 5]]
+            ^ table[1, data[i + 6]]
+            ^ table[0, data[i + 7]]
+        )
+        i += 8
+    while i < end:
+        c = table[0, (c ^ np.uint32(data[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+        i += 1
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+@njit(inline="always")
+def _i(data, pos, nbytes):
+    """Signed big-endian integer of 1, 2, 4 or 8 bytes (caller checked the bounds)."""
+    return _signed(_be(data, pos, nbytes), nbytes * 8)
+
+
+@njit(inline="always")
+def _zigzag(data, pos, end, bits):
+    """A zigzag varint -> (value, pos, error)."""
+    if pos < end and data[pos] < 0x80:  # one byte: most record fields
+        u = np.int64(data[pos])
+        return (u >> 1) ^ -(u & 1), pos + 1, OK
+    v, pos, err = _uvarint(data, pos, end, bits)
+    if err != OK:
+        return np.int64(0), pos, R_OVERRUN if err == E_TRUNCATED else R_VARINT
+    u = np.int64(v)
+    return np.int64(v >> np.uint64(1)) ^ -(u & 1), pos, OK
+
+
+@njit(cache=True, nogil=True)
+def count_batches(data, starts, ends, counts):
+    """counts[i] = entries in row i: whole batches, a partial one at the end, or the one whose
+    length is negative (the row cannot be walked past it)."""
+    total = 0
+    for i in range(starts.shape[0]):
+        pos = starts[i]
+        end = ends[i]
+        n = 0
+        while pos < end:
+            n += 1
+            if end - pos < 12:
+                break
+            length = _i(data, pos + 8, 4)
+            if length < 0 or end - pos - 12 < length:
+                break
+            pos += 12 + length
+        counts[i] = n
+        total += n
+    return total
+
+
+@njit(inline="always")
+def _fail(hdr, b, code, at, d1, d2):
+    hdr[H_STATUS, b] = code
+    hdr[H_ERR_AT, b] = at
+    hdr[H_D1, b] = d1
+    hdr[H_D2, b] = d2
+
+
+@njit(cache=True, nogil=True)
+def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc):
+    """Fill ``hdr`` for every entry that ``count_batches`` counted, in the same order."""
+    b = 0
+    for i in range(starts.shape[0]):
+        row_start = starts[i]
+        pos = row_start
+        end = ends[i]
+        while pos < end:
+            hdr[H_ROW, b] = i
+            hdr[H_POS, b] = pos - row_start
+            hdr[H_ABS, b] = pos
+            left = end - pos
+            length = _i(data, pos + 8, 4) if left >= 12 else np.int64(-1)
+            if left < 12 or length > left - 12:
+                # a partial batch: read what is there, never an error
+                hdr[H_SIZE, b] = left
+                hdr[H_STATUS, b] = B_PARTIAL
+                hdr[H_LENGTH, b] = length
+                if left >= 8:
+                    hdr[H_BASE_OFFSET, b] = _i(data, pos, 8)
+                hdr[H_MAGIC, b] = data[pos + 16] if left > 16 else -1
+                b += 1
+                break
+            hdr[H_SIZE, b] = 12 + length if length >= 0 else left
+            hdr[H_LENGTH, b] = length
+            hdr[H_BASE_OFFSET, b] = _i(data, pos, 8)
+            stop = pos + 12 + length
+            if length < 5:
+                _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, 14)
+                hdr[H_MAGIC, b] = -1
+                b += 1
+                if length < 0:
+                    break
+                pos = stop
+                continue
+            magic = np.int64(data[pos + 16])
+            hdr[H_MAGIC, b] = magic
+            if magic == 2:
+                _read_v2(data, pos, stop, row_start, hdr, b, crc32c_table, verify_crc)
+            elif magic == 0 or magic == 1:
+                _read_legacy(data, pos, stop, row_start, hdr, b, crc32_table, verify_crc)
+            else:
+                _fail(hdr, b, R_MAGIC, pos + 16 - row_start, magic, 0)
+            b += 1
+            pos = stop
+
+
+@njit(inline="always")
+def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
+    length = stop - pos - 12
+    if length < V2_HEADER - 12:
+        _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, V2_HEADER - 12)
+        return
+    hdr[H_EPOCH, b] = _i(data, pos + 12, 4)
+    hdr[H_CRC, b] = _be(data, pos + 17, 4)
+    attr = _i(data, pos + 21, 2)
+    hdr[H_ATTR, b] = attr
+    hdr[H_LAST_DELTA, b] = _i(data, pos + 23, 4)
+    hdr[H_BASE_TS, b] = _i(data, pos + 27, 8)
+    hdr[H_MAX_TS, b] = _i(data, pos + 35, 8)
+    hdr[H_PID, b] = _i(data, pos + 43, 8)
+    hdr[H_PEPOCH, b] = _i(data, pos + 51, 2)
+    hdr[H_BASE_SEQ, b] = _i(data, pos + 53, 4)
+    count = _i(data, pos + 57, 4)
+    hdr[H_COUNT, b] = count
+    hdr[H_REGION_START, b] = pos + V2_HEADER
+    hdr[H_REGION_END, b] = stop
+    if verify_crc:
+        calc = np.int64(crc32(table, data, pos + V2_CRC_FROM, stop))
+        hdr[H_CRC_CALC, b] = calc
+        if calc != hdr[H_CRC, b]:
+            _fail(hdr, b, R_CRC, pos + 17 - row_start, hdr[H_CRC, b], calc)
+            return
+    else:
+        hdr[H_CRC_CALC, b] = -1
+    codec = attr & CODEC_MASK
+    if codec > 4:
+        _fail(hdr, b, R_CODEC, pos + 21 - row_start, codec, 2)
+    elif count < 0:
+        _fail(hdr, b, R_NEGATIVE, pos + 57 - row_start, count, 0)
+
+
+@njit(inline="always")
+def _read_legacy(data, pos, stop, row_start, hdr, b, table, verify_crc):
+    """The header of a top-level magic 0/1 message; its value region when it is a wrapper."""
+    magic = np.int64(data[pos + 16])
+    length = stop - pos - 12
+    if length < LEGACY_MIN[magic]:
+        _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, LEGACY_MIN[magic])
+        return
+    hdr[H_CRC, b] = _be(data, pos + 12, 4)
+    attr = np.int64(data[pos + 17])
+    hdr[H_ATTR, b] = attr
+    if magic == 1:
+        hdr[H_MAX_TS, b] = _i(data, pos + 18, 8)
+    if verify_crc:
+        calc = np.int64(crc32(table, data, pos + LEGACY_CRC_FROM, stop))
+        hdr[H_CRC_CALC, b] = calc
+        if calc != hdr[H_CRC, b]:
+            _fail(hdr, b, R_CRC, pos + 12 - row_start, hdr[H_CRC, b], calc)
+            return
+    else:
+        hdr[H_CRC_CALC, b] = -1
+    codec = attr & CODEC_MASK
+    if codec > 3:
+        _fail(hdr, b, R_CODEC, pos + 17 - row_start, codec, magic)
+        return
+    if codec == 0:
+        # a message is a batch of one record: itself
+        hdr[H_REGION_START, b] = pos
+        hdr[H_REGION_END, b] = stop
+        return
+    p = pos + 18 + 8 * magic
+    klen = _i(data, p, 4)
+    if klen < -1 or klen > stop - p - 8:
+        _fail(hdr, b, R_NEGATIVE if klen < -1 else R_OVERRUN, p - row_start, klen, stop - p - 8)
+        return
+    p += 4 + max(klen, 0)
+    vlen = _i(data, p, 4)
+    if vlen == -1:
+        _fail(hdr, b, R_NO_VALUE, p - row_start, 0, 0)
+    elif vlen < -1 or vlen != stop - p - 4:
+        _fail(hdr, b, R_NEGATIVE if vlen < -1 else R_RECORD_SIZE, p - row_start, vlen, stop - p - 4)
+    else:
+        hdr[H_REGION_START, b] = p + 4
+        hdr[H_REGION_END, b] = stop
+
+
+@njit(cache=True, nogil=True)
+def walk_records(
+    data,
+    inner,
+    hdr,
+    b0,
+    b1,
+    fill,
+    crc32_table,
+    payloads,
+    # the columns; written only when ``fill`` (any arrays when not)
+    r_batch,
+    r_offset,
+    r_ts,
+    r_size,
+    r_key_size,
+    r_value_size,
+    k_data,
+    v_data,
+    h_start,
+    hk_size,
+    hk_data,
+    hv_size,
+    hv_data,
+):
+    """Walk the records of batches b0..b1 that read well.
+
+    ``fill=False`` (count): checks every record and sets H_NREC and the byte counts of each
+    batch, or its error. ``fill=True``: the caller sized every column from those counts; the
+    same walk writes record ``n`` at index ``n`` of each column, keys and values back to back in
+    ``k_data``/``v_data`` (their sizes tell where each starts; -1 is null), headers likewise
+    (``h_start[n]``: the record's first header).
+    Returns the totals (records, key bytes, value bytes, headers, header key bytes, header value
+    bytes) of the batches walked.
+    """
+    t = np.zeros(6, dtype=np.int64)  # cursors: records, key, value, headers, hkey, hvalue bytes
+    for b in range(b0, b1):
+        if hdr[H_STATUS, b] != B_OK:
+            continue
+        buf = inner if hdr[H_INNER, b] == 1 else data
+        start = hdr[H_REGION_START, b]
+        end = hdr[H_REGION_END, b]
+        n0, k0, v0, h0, hk0, hv0 = t[0], t[1], t[2], t[3], t[4], t[5]
+        if hdr[H_MAGIC, b] == 2:
+            # control records are kept whatever ``payloads`` says: they are decoded from them
+            keep = payloads or (hdr[H_ATTR, b] & ATTR_CONTROL) != 0
+            err = _walk_v2(
+                buf,
+                start,
+                end,
+                hdr,
+                b,
+                fill,
+                keep,
+                t,
+                r_batch,
+                r_offset,
+                r_ts,
+                r_size,
+                r_key_size,
+                r_value_size,
+                k_data,
+                v_data,
+                h_start,
+                hk_size,
+                hk_data,
+                hv_size,
+                hv_data,
+            )
+        else:
+            err = _walk_legacy(
+                buf,
+                start,
+                end,
+                hdr,
+                b,
+                fill,
+                crc32_table,
+                payloads,
+                t,
+                r_batch,
+                r_offset,
+                r_ts,
+                r_size,
+                r_key_size,
+                r_value_size,
+                k_data,
+                v_data,
+                h_start,
+            )
+        if fill:
+            continue
+        if err != OK:
+            t[0], t[1], t[2], t[3], t[4], t[5] = n0, k0, v0, h0, hk0, hv0
+            continue
+        hdr[H_NREC, b] = t[0] - n0
+        hdr[H_KEY_BYTES, b] = t[1] - k0
+        hdr[H_VALUE_BYTES, b] = t[2] - v0
+        hdr[H_NHEADERS, b] = t[3] - h0
+        hdr[H_HKEY_BYTES, b] = t[4] - hk0
+        hdr[H_HVALUE_BYTES, b] = t[5] - hv0
+    return t
+
+
+@njit(inline="always")
+def _where(hdr, b, buf_pos):
+    """The byte to report: inside the row for records in ``data``, else inside the region."""
+    if hdr[H_INNER, b] == 1:
+        return buf_pos - hdr[H_REGION_START, b]
+    return buf_pos - hdr[H_ABS, b] + hdr[H_POS, b]
+
+
+@njit(inline="always")
+def _copy(src, pos, n, dst, at):
+    for k in range(n):
+        dst[at + k] = src[pos + k]
+
+
+@njit(cache=True, nogil=True)
+def _walk_v2(
+    buf,
+    pos,
+    end,
+    hdr,
+    b,
+    fill,
+    payloads,
+    t,
+    r_batch,
+    r_offset,
+    r_ts,
+    r_size,
+    r_key_size,
+    r_value_size,
+    k_data,
+    v_data,
+    h_start,
+    hk_size,
+    hk_data,
+    hv_size,
+    hv_data,
+):
+    count = hdr[H_COUNT, b]
+    base_offset = hdr[H_BASE_OFFSET, b]
+    base_ts = hdr[H_BASE_TS, b]
+    log_append = (hdr[H_ATTR, b] & ATTR_LOG_APPEND_TIME) != 0
+    max_ts = hdr[H_MAX_TS, b]
+    found = 0
+    while pos < end:
+        if found == count:
+            return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
+        rec_start = pos
+        rlen, pos, err = _zigzag(buf, pos, end, 32)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, rec_start, 0, 0)
+        if rlen < 0:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, rec_start, rlen, 0)
+        if rlen > end - pos:
+            return _fail_at(hdr, b, fill, R_OVERRUN, rec_start, rlen, end - pos)
+        rend = pos + rlen
+        if rend - pos < 1:
+            return _fail_at(hdr, b, fill, R_OVERRUN, pos, 1, 0)
+        pos += 1  # record attributes: unused
+        ts_delta, pos, err = _zigzag(buf, pos, rend, 64)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, pos, 0, 0)
+        off_delta, pos, err = _zigzag(buf, pos, rend, 32)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, pos, 0, 0)
+        at = pos
+        klen, pos, err = _zigzag(buf, pos, rend, 32)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, at, 0, 0)
+        if klen < -1:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, at, klen, 0)
+        if klen > rend - pos:
+            return _fail_at(hdr, b, fill, R_OVERRUN, at, klen, rend - pos)
+        kpos = pos
+        pos += max(klen, 0)
+        at = pos
+        vlen, pos, err = _zigzag(buf, pos, rend, 32)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, at, 0, 0)
+        if vlen < -1:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, at, vlen, 0)
+        if vlen > rend - pos:
+            return _fail_at(hdr, b, fill, R_OVERRUN, at, vlen, rend - pos)
+        vpos = pos
+        pos += max(vlen, 0)
+        at = pos
+        nh, pos, err = _zigzag(buf, pos, rend, 32)
+        if err != OK:
+            return _fail_at(hdr, b, fill, err, at, 0, 0)
+        if nh < 0:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, at, nh, 0)
+        if nh > rend - pos:  # each header takes at least one byte... two, in fact
+            return _fail_at(hdr, b, fill, R_OVERRUN, at, nh, rend - pos)
+        n = t[0]
+        if fill:
+            r_batch[n] = b
+            r_offset[n] = base_offset + off_delta
+            r_ts[n] = max_ts if log_append else base_ts + ts_delta
+            r_size[n] = rend - rec_start
+            r_key_size[n] = klen
+            r_value_size[n] = vlen
+            h_start[n] = t[3]
+            if payloads:
+                if klen > 0:
+                    _copy(buf, kpos, klen, k_data, t[1])
+                if vlen > 0:
+                    _copy(buf, vpos, vlen, v_data, t[2])
+        if payloads:
+            t[1] += max(klen, 0)
+            t[2] += max(vlen, 0)
+        for _ in range(nh):
+            at = pos
+            hk, pos, err = _zigzag(buf, pos, rend, 32)
+            if err != OK:
+                return _fail_at(hdr, b, fill, err, at, 0, 0)
+            if hk < 0:
+                return _fail_at(hdr, b, fill, R_NEGATIVE, at, hk, 0)
+            if hk > rend - pos:
+                return _fail_at(hdr, b, fill, R_OVERRUN, at, hk, rend - pos)
+            if not fill and not _utf8_ok(buf, pos, hk):
+                return _fail_at(hdr, b, fill, R_UTF8, pos, hk, 0)
+            hkpos = pos
+            pos += hk
+            at = pos
+            hv, pos, err = _zigzag(buf, pos, rend, 32)
+            if err != OK:
+                return _fail_at(hdr, b, fill, err, at, 0, 0)
+            if hv < -1:
+                return _fail_at(hdr, b, fill, R_NEGATIVE, at, hv, 0)
+            if hv > rend - pos:
+                return _fail_at(hdr, b, fill, R_OVERRUN, at, hv, rend - pos)
+            if fill:
+                h = t[3]
+                hk_size[h] = hk
+                _copy(buf, hkpos, hk, hk_data, t[4])
+                hv_size[h] = hv
+                if hv > 0:
+                    _copy(buf, pos, hv, hv_data, t[5])
+            pos += max(hv, 0)
+            t[3] += 1
+            t[4] += hk
+            t[5] += max(hv, 0)
+        if pos != rend:
+            return _fail_at(hdr, b, fill, R_RECORD_SIZE, rec_start, rlen, rlen - (rend - pos))
+        t[0] += 1
+        found += 1
+    if found != count:
+        return _fail_at(hdr, b, fill, R_COUNT, end, count, found)
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _walk_legacy(
+    buf,
+    pos,
+    end,
+    hdr,
+    b,
+    fill,
+    crc32_table,
+    payloads,
+    t,
+    r_batch,
+    r_offset,
+    r_ts,
+    r_size,
+    r_key_size,
+    r_value_size,
+    k_data,
+    v_data,
+    h_start,
+):
+    """The records of a magic 0/1 batch: the message itself, or a wrapper's inner messages."""
+    magic = hdr[H_MAGIC, b]
+    wrapper = (hdr[H_ATTR, b] & CODEC_MASK) != 0
+    log_append = (hdr[H_ATTR, b] & ATTR_LOG_APPEND_TIME) != 0
+    wrapper_offset = hdr[H_BASE_OFFSET, b]
+    # magic 1 inner offsets are relative to the last one: Kafka's AbstractLegacyRecordBatch
+    relative = wrapper and magic == 1 and wrapper_offset != 0
+    shift = wrapper_offset - hdr[H_LAST_INNER, b] if relative else np.int64(0)
+    first = True
+    while pos < end:
+        msg = pos
+        if end - pos < 12:
+            return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
+        offset = _i(buf, pos, 8)
+        size = _i(buf, pos + 8, 4)
+        if size < 0 or size > end - pos - 12:
+            return _fail_at(
+                hdr, b, fill, R_OVERRUN if size >= 0 else R_NEGATIVE, pos + 8, size, end - pos - 12
+            )
+        stop = pos + 12 + size
+        if size < 5:
+            return _fail_at(hdr, b, fill, R_LENGTH, pos + 8, size, 14)
+        inner_magic = np.int64(buf[pos + 16])
+        if inner_magic != magic:
+            return _fail_at(hdr, b, fill, R_INNER_MAGIC, pos + 16, inner_magic, magic)
+        if size < LEGACY_MIN[magic]:
+            return _fail_at(hdr, b, fill, R_LENGTH, pos + 8, size, LEGACY_MIN[magic])
+        attr = np.int64(buf[pos + 17])
+        if wrapper:
+            if not fill:
+                stored = np.int64(_be(buf, pos + 12, 4))
+                calc = np.int64(crc32(crc32_table, buf, pos + LEGACY_CRC_FROM, stop))
+                if stored != calc:
+                    return _fail_at(hdr, b, fill, R_INNER_CRC, pos + 12, stored, calc)
+            if attr & CODEC_MASK:
+                return _fail_at(hdr, b, fill, R_NESTED, pos + 17, attr & CODEC_MASK, 0)
+        ts = np.int64(-1)
+        p = pos + 18
+        if magic == 1:
+            ts = hdr[H_MAX_TS, b] if (wrapper and log_append) else _i(buf, p, 8)
+            p += 8
+        klen = _i(buf, p, 4)
+        if klen < -1:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, p, klen, 0)
+        if klen > stop - p - 8:
+            return _fail_at(hdr, b, fill, R_OVERRUN, p, klen, stop - p - 8)
+        kpos = p + 4
+        p = kpos + max(klen, 0)
+        vlen = _i(buf, p, 4)
+        if vlen < -1:
+            return _fail_at(hdr, b, fill, R_NEGATIVE, p, vlen, 0)
+        if max(vlen, 0) != stop - p - 4:
+            return _fail_at(hdr, b, fill, R_RECORD_SIZE, p, vlen, stop - p - 4)
+        vpos = p + 4
+        if not fill and wrapper:
+            if first:
+                hdr[H_FIRST_INNER, b] = offset
+            hdr[H_LAST_INNER, b] = offset
+        first = False
+        n = t[0]
+        if fill:
+            r_batch[n] = b
+            r_offset[n] = offset + shift
+            r_ts[n] = ts
+            r_size[n] = stop - msg
+            r_key_size[n] = klen
+            r_value_size[n] = vlen
+            h_start[n] = t[3]
+            if payloads:
+                if klen > 0:
+                    _copy(buf, kpos, klen, k_data, t[1])
+                if vlen > 0:
+                    _copy(buf, vpos, vlen, v_data, t[2])
+        if payloads:
+            t[1] += max(klen, 0)
+            t[2] += max(vlen, 0)
+        t[0] += 1
+        pos = stop
+    return OK
+
+
+@njit(inline="always")
+def _fail_at(hdr, b, fill, code, buf_pos, d1, d2):
+    """Record the first failure of batch b (count pass only: the fill pass walks good batches)."""
+    if not fill:
+        _fail(hdr, b, code, _where(hdr, b, buf_pos), d1, d2)
+    return code
