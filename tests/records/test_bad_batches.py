@@ -1,0 +1,176 @@
+"""Bad record batches: each failure is a typed error naming the input row, the batch and the
+byte, or with errors="null" a batch row saying why and a reject row keeping the raw bytes. A
+partial batch at the end of a value is not an error."""
+
+from __future__ import annotations
+
+import random
+import struct
+import zlib
+
+import pytest
+import zstandard
+from batchtools import Rec, build, rewrap_v2
+
+import arrowkafka as ak
+from arrowkafka import Corrupt
+
+RECS = [Rec(b"k%d" % i, b"value-%d" % i * 3, [("h", b"x")], 1_700_000_000_000 + i) for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def good() -> bytes:
+    # a gzip batch, an uncompressed one, a zstd one: 20 records each
+    return b"".join(build(2, c, RECS, offset=20 * i) for i, c in enumerate((1, 0, 4)))
+
+
+def _batch_sizes(buf: bytes) -> list[int]:
+    out, pos = [], 0
+    while pos < len(buf):
+        n = 12 + struct.unpack_from(">i", buf, pos + 8)[0]
+        out.append(n)
+        pos += n
+    return out
+
+
+def test_a_crc_mismatch_raises_with_where(good: bytes) -> None:
+    bad = bytearray(good)
+    first = _batch_sizes(good)[0]
+    bad[first + 70] ^= 0x01  # a byte inside the second batch's records
+    with pytest.raises(Corrupt) as e:
+        ak.decode_records([good, bytes(bad)])
+    assert e.value.message_index == 1
+    assert e.value.path == f"batch 1 (byte {first})"
+    assert e.value.offset == first + 17  # the CRC field
+    assert "CRC-32C mismatch" in str(e.value)
+
+
+def test_a_crc_mismatch_is_a_batch_row_and_a_reject(good: bytes) -> None:
+    bad = bytearray(good)
+    first = _batch_sizes(good)[0]
+    bad[first + 70] ^= 0x01
+    got = ak.decode_records([bytes(bad)], errors="null")
+    rows = got.batches.to_pylist()
+    assert [r["crc_ok"] for r in rows] == [True, False, True]
+    assert rows[1]["error"].startswith("CRC-32C mismatch: stored")
+    assert got.records.num_rows == 40  # the other two batches' records
+    assert got.rejects.num_rows == 1
+    reject = got.rejects.to_pylist()[0]
+    assert (reject["row"], reject["batch"], reject["position"]) == (0, 1, first)
+    assert reject["raw"] == bytes(bad[first : first + _batch_sizes(good)[1]])
+    # told not to check, the batch decodes (the damage is inside a value)
+    assert ak.decode_records([bytes(bad)], verify_crc=False).records.num_rows == 60
+
+
+def test_every_cut_is_a_partial_batch_never_an_error(good: bytes) -> None:
+    sizes = _batch_sizes(good)
+    for cut in range(len(good) + 1):
+        got = ak.decode_records([good[:cut]])
+        whole = sum(1 for i in range(len(sizes)) if sum(sizes[: i + 1]) <= cut)
+        partial = got.batches.column("partial").to_pylist()
+        assert partial == [False] * whole + ([True] if cut > sum(sizes[:whole]) else []), cut
+        assert got.records.num_rows == 20 * whole
+        assert sum(got.batches.column("size").to_pylist()) == cut
+
+
+def test_random_damage_gives_typed_errors_only(good: bytes) -> None:
+    rng = random.Random(7)
+    for _ in range(600):
+        bad = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        for verify in (True, False):
+            try:
+                ak.decode_records([bytes(bad)], verify_crc=verify)
+            except Corrupt:
+                pass
+            got = ak.decode_records([bytes(bad)], verify_crc=verify, errors="null")
+            errors = got.batches.column("error").to_pylist()
+            assert got.rejects.num_rows == sum(e is not None for e in errors)
+            assert sum(got.batches.column("size").to_pylist()) == len(bad)
+
+
+def _v2_records(recs: list[Rec]) -> tuple[bytes, bytes]:
+    """(an uncompressed batch, its records part)."""
+    batch = build(2, 0, recs)
+    return batch, batch[61:]
+
+
+@pytest.mark.parametrize(
+    ("patch", "reason"),
+    [
+        (lambda b: b[:57] + struct.pack(">i", 21) + b[61:], "the batch claims 21 records and holds 20"),
+        (lambda b: b[:57] + struct.pack(">i", 19) + b[61:], "bytes after the last record"),
+        (lambda b: b[:57] + struct.pack(">i", -5) + b[61:], "a negative length or count (-5)"),
+        (lambda b: b[:21] + struct.pack(">h", 5) + b[23:], "unknown compression codec 5 for magic 2"),
+        (
+            lambda b: b[:61] + b"\xfe\x7f" + b[62:],
+            "a length of 8191 runs past the end of its record or batch",
+        ),
+        (
+            lambda b: b[:61] + b"\xff\xff\xff\xff\xff\x01" + b[62:],
+            "a varint longer or larger than its type allows",
+        ),
+    ],
+)
+def test_forged_fields_are_named(patch, reason: str) -> None:  # type: ignore[no-untyped-def]
+    batch, _ = _v2_records(RECS)
+    forged = patch(batch)
+    head = bytearray(forged[:61])
+    struct.pack_into(">i", head, 8, len(forged) - 12)
+    with pytest.raises(Corrupt, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        ak.decode_records(
+            [rewrap_v2(bytes(head) + forged[61:], attributes=struct.unpack_from(">h", forged, 21)[0])]
+        )
+
+
+def test_unknown_magic_and_short_lengths() -> None:
+    batch, _ = _v2_records(RECS[:2])
+    with pytest.raises(Corrupt, match="unknown magic 7"):
+        ak.decode_records([batch[:16] + b"\x07" + batch[17:]])
+    short = struct.pack(">qi", 0, 30) + bytes(30)
+    short = short[:16] + b"\x02" + short[17:]
+    with pytest.raises(Corrupt, match="batch length 30 is below the 49 bytes"):
+        ak.decode_records([short])
+    negative = struct.pack(">qi", 0, -3) + bytes(20)
+    got = ak.decode_records([negative + batch], errors="null")
+    assert got.batches.num_rows == 1  # nothing after a negative length can be found
+    assert got.rejects.to_pylist()[0]["raw"] == negative + batch
+
+
+def test_a_header_key_must_be_utf8() -> None:
+    batch = build(2, 0, [Rec(b"k", b"v", [("\u00e9", b"x")], 0)])
+    at = batch.index("\u00e9".encode())
+    bad = batch[:at] + b"\xc3\x28" + batch[at + 2 :]
+    with pytest.raises(Corrupt, match="header key of 2 bytes that is not UTF-8"):
+        ak.decode_records([rewrap_v2(bad)])
+
+
+def test_a_decompression_bomb_stops_at_the_cap() -> None:
+    _, records = _v2_records([Rec(None, bytes(4 << 20), [], 0)])
+    for codec, payload in (
+        (1, zlib.compress(records, wbits=31)),
+        (4, zstandard.ZstdCompressor(write_content_size=False).compress(records)),
+    ):
+        batch = rewrap_v2(build(2, 0, [Rec(None, bytes(4 << 20), [], 0)]), attributes=codec, records=payload)
+        assert ak.decode_records([batch]).records.column("value_size").to_pylist() == [4 << 20]
+        with pytest.raises(Corrupt, match=r"decompress to more than 1048576 bytes"):
+            ak.decode_records([batch], max_uncompressed=1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("codec", "payload", "reason"),
+    [
+        (1, b"\x1f\x8b\x08\x00garbage", "gzip data does not decompress"),
+        (2, b"\x05\x00\x00", "snappy data does not decompress"),
+        (3, b"\x04\x22\x4d\x18\x60\x40\x82\x10\x00\x00\x00zzzz", "lz4 data does not decompress"),
+        (4, b"\x28\xb5\x2f\xfd\x00\x00", "zstd data does not decompress"),
+    ],
+)
+def test_corrupt_compressed_data_is_named(codec: int, payload: bytes, reason: str) -> None:
+    batch = rewrap_v2(build(2, 0, RECS[:1]), attributes=codec, records=payload)
+    with pytest.raises(Corrupt, match=reason):
+        ak.decode_records([batch])
+    got = ak.decode_records([batch, batch], errors="null")
+    assert got.rejects.column("raw").to_pylist() == [batch, batch]
+    assert got.rejects.column("row").to_pylist() == [0, 1]
