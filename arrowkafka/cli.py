@@ -3,6 +3,7 @@
 ``arrowkafka specs``                   lists messages: api key, type, valid and flexible versions
 ``arrowkafka schema NAME``             prints the Arrow schema of a message (``--version V`` for one)
 ``arrowkafka decode CAPTURE -o DIR``   captured traffic to one Parquet table per message type
+``arrowkafka segments PATH -o DIR``    Kafka log segments (files or log folders) to record tables
 ``arrowkafka sample``                  ``decode`` on the bundled real capture
 
 Every command takes ``--specs DIR`` (repeatable) to use a spec folder of your own instead of
@@ -58,9 +59,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     bound_heap()
 
     summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,),
-                             progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
+                             progress=_progress if sys.stderr.isatty() else None,
+                             payloads=not getattr(args, "no_payloads", False))  # fmt: skip
     print(summary.render())
-    print(f"\nwrote {len(summary.tables)} tables and _rejects.parquet to {args.output}/")
+    print(f"\nwrote {len(summary.tables)} tables, the record tables and _rejects.parquet to {args.output}/")
     return 0 if summary.frames_in == summary.rows + summary.rejects else 1
 
 
@@ -76,6 +78,19 @@ def _progress(capture: str, done: int, size: int | None) -> None:
     else:
         sys.stderr.write(f"\r{name} {done >> 20} MiB")
     sys.stderr.flush()
+
+
+def cmd_segments(args: argparse.Namespace) -> int:
+    from arrowkafka.segments import decode_segments, segment_files
+
+    if not segment_files(args.paths):  # every path readable before anything is written
+        print("arrowkafka: error: no *.log segment files in " + ", ".join(args.paths), file=sys.stderr)
+        return 2
+    summary = decode_segments(args.paths, args.output, payloads=not args.no_payloads,
+                              progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
+    print(summary.render())
+    print(f"\nwrote _record_batches, _records, _record_markers and _rejects to {args.output}/")
+    return 0 if summary.rejects == 0 else 1
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -120,7 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("captures", nargs="+", help="capture files")
     p.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--port", type=int, action="append", help="broker port (repeatable; default 9092)")
+    p.add_argument("--no-payloads", action="store_true",
+                   help="leave record keys and values out of _records (their sizes stay)")  # fmt: skip
     p.set_defaults(run=cmd_decode)
+
+    p = sub.add_parser("segments", help="decode Kafka log segments (*.log files or log folders) to Parquet")
+    p.add_argument("paths", nargs="+", help="segment files, partition folders or whole log dirs")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--no-payloads", action="store_true",
+                   help="leave record keys and values out of _records (their sizes stay)")  # fmt: skip
+    p.set_defaults(run=cmd_segments)
 
     p = sub.add_parser("sample", parents=[common], help="run the main job on the bundled capture")
     p.add_argument("-o", "--output", default="arrowkafka-sample", help="output folder (default: %(default)s)")

@@ -17,6 +17,7 @@ from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
 from arrowkafka.traffic.pairing import row_chunks
+from arrowkafka.traffic.records import SOURCES, record_schemas, records_of
 from arrowkafka.traffic.summary import Summary
 
 __all__ = ["decode_capture"]
@@ -36,10 +37,15 @@ def decode_capture(
     broker_ports: Iterable[int] = (9092,),
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int | None], None] | None = None,
+    payloads: bool = True,
 ) -> Summary:
     """Decode captures into Parquet tables under ``outdir`` (nothing written if None): a chunk
     at a time, each chunk's rows appended to the tables as a row group, so memory is bounded
-    by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``."""
+    by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``.
+
+    The records of Produce requests and Fetch responses also go to ``_record_batches``,
+    ``_records`` and ``_record_markers`` (``traffic.records``); ``payloads=False`` leaves their
+    keys and values out."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
     if out is not None:
@@ -63,6 +69,16 @@ def decode_capture(
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
             held["_rejects"] += [rejects, *bad]
+            for message in SOURCES.keys() & tables.keys():
+                for part in tables[message]:
+                    rt = records_of(part, message, summary.record_batches, payloads, headers.capture)
+                    summary.record_batches += rt.batches.num_rows
+                    summary.records += rt.records.num_rows
+                    summary.record_rejects += rt.rejects.num_rows
+                    held["_record_batches"].append(rt.batches)
+                    held["_records"].append(rt.records)
+                    held["_record_markers"].append(rt.markers)
+                    held["_rejects"].append(rt.rejects)
             for message, parts in tables.items():
                 summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
                 held[message] += parts
@@ -75,8 +91,11 @@ def decode_capture(
         for message, parts in list(held.items()):
             if parts:
                 write(message, parts[0].schema)
-        if out is not None and "_rejects" not in writers:
-            pq.write_table(REJECT_SCHEMA.empty_table(), out / "_rejects.parquet")
+        if out is not None:
+            empty = {"_rejects": REJECT_SCHEMA, **record_schemas(payloads)}
+            for name, schema in empty.items():
+                if name not in writers:
+                    pq.write_table(schema.empty_table(), out / f"{name}.parquet")
     finally:
         for w in writers.values():
             w.close()

@@ -25,6 +25,11 @@ class Summary:
     per_api: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)  # message -> rows written
     capture_stats: list[CaptureStats] = field(default_factory=list)
+    # the records inside Produce requests and Fetch responses; rejected batches are not frames,
+    # so they stay out of the frame count above
+    record_batches: int = 0
+    records: int = 0
+    record_rejects: int = 0
 
     def latencies(self, api: str, version: int) -> np.ndarray:
         """Every response's latency (ns) for an API and version, in capture order."""
@@ -47,6 +52,9 @@ class Summary:
             f"\nframes in {self.frames_in} = rows {self.rows} + rejects {self.rejects}"
             f" ({'all accounted for' if self.frames_in == self.rows + self.rejects else 'MISMATCH'})"
         )
+        if self.record_batches:
+            lines.append(f"records {self.records} in {self.record_batches} batches"
+                         f" ({self.record_rejects} batches rejected)")  # fmt: skip
         return "\n".join(lines)
 
 

@@ -1,0 +1,319 @@
+"""Kafka log segments (``*.log`` files, or whole log directories) to Parquet: the job behind
+``arrowkafka segments``.
+
+A segment file is record batches back to back, so it is read in pieces of ``chunk_bytes``, each
+piece decoded by ``decode_records`` and cut after its last whole batch (the partial one starts
+the next piece): memory holds a piece and its tables, whatever the file's size. Topic and
+partition come from the folder a segment lies in (``<topic>-<partition>``, as brokers name
+them). Records of ``__consumer_offsets`` and ``__cluster_metadata`` are also decoded into typed
+tables through ``arrowkafka.topics``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from arrowkafka.errors import ArrowKafkaError
+from arrowkafka.records import Records, decode_records
+from arrowkafka.records.control import MARKERS_SCHEMA
+from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
+from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
+
+__all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
+
+CHUNK_BYTES = 32 << 20
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+LINK = pa.schema(
+    [
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), metadata={"about": "from the <topic>-<partition> folder name"}),
+        pa.field("partition", pa.int32()),
+        pa.field(
+            "batch_id", pa.int64(), nullable=False, metadata={"about": "one per batch in the output folder"}
+        ),
+    ]
+)
+REJECTS = pa.schema(
+    [
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("position", pa.int64()),
+        pa.field("error", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw", pa.binary()),
+    ]
+)
+
+
+def segment_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
+    records = [
+        f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
+    ]
+    return {
+        "_record_batches": pa.schema([*LINK, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
+        "_records": pa.schema([*LINK, *records]),
+        "_record_markers": pa.schema(
+            [*LINK, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
+        ),
+        "_rejects": REJECTS,
+    }
+
+
+@dataclass
+class SegmentSummary:
+    files: int = 0
+    bytes: int = 0
+    batches: int = 0
+    records: int = 0
+    rejects: int = 0
+    partial: list[str] = field(default_factory=list)  # files ending inside a batch
+    unread: dict[str, int] = field(default_factory=dict)  # file -> bytes after a length that cannot be walked
+    codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
+    tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
+
+    def render(self) -> str:
+        codecs = ", ".join(f"{c} {n}" for c, n in sorted(self.codecs.items()))
+        lines = [
+            f"{self.files} segment files, {self.bytes} bytes: {self.records} records in {self.batches}"
+            f" batches ({codecs})",
+            f"rejected batches {self.rejects}",
+        ]
+        for f in self.partial:
+            lines.append(f"{f}: ends inside a batch (kept as a partial batch row)")
+        for f, n in self.unread.items():
+            lines.append(f"{f}: {n} bytes after a batch length that cannot be walked (not read)")
+        for name, n in sorted(self.tables.items()):
+            lines.append(f"{name}: {n} rows")
+        return "\n".join(lines)
+
+
+def segment_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The ``*.log`` files named or found under the folders named, in order."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(p.rglob("*.log"))
+        else:
+            with open(p, "rb"):  # a missing or unreadable file fails here, before anything is written
+                pass
+            out.append(p)
+    return out
+
+
+def _topic_partition(path: Path) -> tuple[str | None, int | None]:
+    m = _PARTITION_DIR.match(path.parent.name)
+    return (m["topic"], int(m["partition"])) if m else (None, None)
+
+
+def _pieces(path: Path, chunk_bytes: int) -> Generator[tuple[int, bytes, bool], int | None, None]:
+    """(file position, bytes, last) pieces of a file, each to be cut after its last whole batch
+    by the caller, which sends the rest back (``generator.send``)."""
+    with open(path, "rb") as f:
+        pos = 0
+        carry = b""
+        while True:
+            more = f.read(chunk_bytes)
+            last = len(more) < chunk_bytes
+            buf = carry + more
+            consumed = yield pos, buf, last
+            if last:
+                return
+            consumed = len(buf) if consumed is None else consumed
+            carry = buf[consumed:]
+            pos += consumed
+
+
+class _Writers:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.open: dict[str, pq.ParquetWriter] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        if name not in self.open:
+            self.open[name] = pq.ParquetWriter(self.out / f"{name}.parquet", table.schema)
+        self.open[name].write_table(table)
+
+    def close(self, empty: dict[str, pa.Schema]) -> None:
+        for w in self.open.values():
+            w.close()
+        for name, schema in empty.items():
+            if name not in self.open:
+                pq.write_table(schema.empty_table(), self.out / f"{name}.parquet")
+
+
+def decode_segments(
+    paths: Iterable[str | Path],
+    outdir: str | Path,
+    *,
+    payloads: bool = True,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> SegmentSummary:
+    """Decode log segment files (or the ``*.log`` files under folders) into Parquet tables under
+    ``outdir``: ``_record_batches``, ``_records``, ``_record_markers``, ``_rejects``, and for the
+    internal topics one table per record type (``__consumer_offsets.OffsetCommit`` ...)."""
+    files = segment_files(paths)
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    schemas = segment_schemas(payloads)
+    writers = _Writers(out)
+    summary = SegmentSummary()
+    try:
+        for path in files:
+            summary.files += 1
+            summary.bytes += path.stat().st_size
+            _decode_file(path, writers, schemas, summary, payloads, chunk_bytes, progress)
+    finally:
+        writers.close(schemas)
+    return summary
+
+
+def _decode_file(
+    path: Path,
+    writers: _Writers,
+    schemas: dict[str, pa.Schema],
+    summary: SegmentSummary,
+    payloads: bool,
+    chunk_bytes: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> None:
+    topic, partition = _topic_partition(path)
+    size = path.stat().st_size
+    pieces = _pieces(path, chunk_bytes)
+    sent: int | None = None
+    while True:
+        try:
+            pos, buf, last = pieces.send(sent) if sent is not None else next(pieces)
+        except StopIteration:
+            return
+        got = decode_records([buf], errors="null", payloads=payloads)
+        batches = got.batches
+        keep = batches.num_rows
+        partial = batches.column("partial").to_numpy(zero_copy_only=False)
+        last_length = batches.column("batch_length")[keep - 1].as_py() if keep else None
+        sent = len(buf)
+        stop = False
+        if keep and partial[-1] and not last:  # the next piece starts with this batch
+            keep -= 1
+            sent = int(batches.column("position")[keep].as_py())
+        elif keep and not partial[-1] and last_length is not None and last_length < 0:
+            # a negative length: nothing after it can be found
+            at = int(batches.column("position")[keep - 1].as_py())
+            summary.unread[str(path)] = size - (pos + at)
+            stop = True
+        if keep and partial[keep - 1] and last:
+            summary.partial.append(str(path))
+        _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary)
+        if progress is not None:
+            progress(str(path), pos + sent, size)
+        if stop:
+            pieces.close()
+            return
+
+
+def _write_piece(
+    path: Path,
+    topic: str | None,
+    partition: int | None,
+    pos: int,
+    got: Records,
+    keep: int,
+    writers: _Writers,
+    schemas: dict[str, pa.Schema],
+    summary: SegmentSummary,
+) -> None:
+    batches = got.batches.slice(0, keep)
+    first = summary.batches
+    summary.batches += keep
+    n_rec = int(np.searchsorted(got.records.column("batch").to_numpy(), keep))
+    records = got.records.slice(0, n_rec)
+    summary.records += n_rec
+    for codec in batches.column("codec").to_pylist():
+        summary.codecs[str(codec)] = summary.codecs.get(str(codec), 0) + 1
+
+    def link(batch: pa.Array | pa.ChunkedArray, n: int) -> list[pa.Array]:
+        return [
+            pa.repeat(pa.scalar(str(path)), n),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pc.add(batch, first),
+        ]
+
+    file_pos = pc.add(batches.column("position"), pos)
+    body = batches.drop_columns(["row"]).set_column(0, "position", file_pos)
+    table = pa.Table.from_arrays([*link(pa.array(np.arange(keep)), keep), *body.columns],
+                                 schema=schemas["_record_batches"])  # fmt: skip
+    writers.write("_record_batches", table)
+    rec_body = records.drop_columns(["batch"]).columns
+    table = pa.Table.from_arrays(
+        [*link(records.column("batch"), n_rec), *rec_body], schema=schemas["_records"]
+    )
+    writers.write("_records", table)
+    markers = got.markers.filter(pc.less(got.markers.column("batch"), keep))
+    marker_body = markers.drop_columns(["record", "batch"]).columns
+    table = pa.Table.from_arrays([*link(markers.column("batch"), markers.num_rows), *marker_body],
+                                 schema=schemas["_record_markers"])  # fmt: skip
+    writers.write("_record_markers", table)
+    rejects = got.rejects.filter(pc.less(got.rejects.column("batch"), keep))
+    summary.rejects += rejects.num_rows
+    where = [pa.repeat(pa.scalar(str(path)), rejects.num_rows), pc.add(rejects.column("position"), pos)]
+    table = pa.Table.from_arrays(
+        [*where, *rejects.select(["error", "reason", "raw"]).columns], schema=REJECTS
+    )
+    writers.write("_rejects", table)
+    if topic in ("__consumer_offsets", "__cluster_metadata") and n_rec:
+        _typed(path, topic, partition, pos, batches, records, writers, summary)
+
+
+def _typed(
+    path: Path,
+    topic: str,
+    partition: int | None,
+    pos: int,
+    batches: pa.Table,
+    records: pa.Table,
+    writers: _Writers,
+    summary: SegmentSummary,
+) -> None:
+    """The records of an internal topic as typed tables (control records left out), each row
+    led by the file, partition, offset and timestamp of its record."""
+    control = batches.column("control").to_numpy(zero_copy_only=False)
+    data = records.filter(pa.array(~control[records.column("batch").to_numpy()]))
+    if data.num_rows == 0:
+        return
+    try:
+        if topic == "__consumer_offsets":
+            tables = decode_consumer_offsets(data.column("key"), data.column("value"))
+        else:
+            tables = decode_cluster_metadata(data.column("value"))
+    except ArrowKafkaError as e:
+        summary.rejects += 1
+        row = {"file": [str(path)], "position": [pos], "error": [type(e).__name__],
+               "reason": [f"{topic} record: {e}"], "raw": pa.nulls(1, pa.binary())}  # fmt: skip
+        writers.write("_rejects", pa.table(row, schema=REJECTS))
+        return
+    for name, table in tables.items():
+        index = table.column("_index")
+        lead = pa.table(
+            {
+                "file": pa.repeat(pa.scalar(str(path)), table.num_rows),
+                "partition": pa.repeat(pa.scalar(partition, pa.int32()), table.num_rows),
+                "offset": pc.take(data.column("offset"), index),
+                "timestamp": pc.take(data.column("timestamp"), index),
+            }
+        )
+        full = pa.Table.from_arrays([*lead.columns, *table.drop_columns(["_index"]).columns],
+                                    names=[*lead.column_names, *table.column_names[1:]])  # fmt: skip
+        key = f"{topic}.{name}"
+        summary.tables[key] = summary.tables.get(key, 0) + full.num_rows
+        writers.write(key, full)

@@ -1,0 +1,157 @@
+"""The records inside decoded Produce requests and Fetch responses, as tables linked to their
+frame: each ``records`` field decoded by ``decode_records``, its batches and records carrying
+the frame's client, broker, time, correlation id and version, and the topic and partition the
+field belongs to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arrowkafka.records import decode_records
+from arrowkafka.records.control import MARKERS_SCHEMA
+from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
+from arrowkafka.traffic.columns import REJECT_SCHEMA
+
+__all__ = ["SOURCES", "RecordTables", "record_schemas", "records_of"]
+
+# message -> (topics list, topic name field, topic id field, partitions list, partition index field)
+SOURCES = {
+    "ProduceRequest": ("topic_data", "name", None, "partition_data", "index"),
+    "FetchResponse": ("responses", "topic", "topic_id", "partitions", "partition_index"),
+    "ShareFetchResponse": ("responses", None, "topic_id", "partitions", "partition_index"),
+}
+
+_FRAME = ["_client", "_broker", "_ts_first", "_correlation_id", "_client_id"]
+_UUID = pa.uuid()
+LINK = pa.schema(
+    [
+        pa.field("_client", pa.string(), nullable=False),
+        pa.field("_broker", pa.string(), nullable=False),
+        pa.field("_ts_first", pa.timestamp("ns", "UTC"), nullable=False),
+        pa.field("_correlation_id", pa.int32(), nullable=False),
+        pa.field("_client_id", pa.string()),
+        pa.field(
+            "_message", pa.string(), nullable=False, metadata={"about": "ProduceRequest, FetchResponse, ..."}
+        ),
+        pa.field("_version", pa.int16(), nullable=False),
+        pa.field("topic", pa.string(), metadata={"about": "null where the message names topics by id"}),
+        pa.field("topic_id", _UUID),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field(
+            "batch_id", pa.int64(), nullable=False, metadata={"about": "one per batch in the output folder"}
+        ),
+    ]
+)
+
+
+def record_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
+    """The schemas of the three record tables a capture job writes."""
+    records = [
+        f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
+    ]
+    return {
+        "_record_batches": pa.schema([*LINK, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
+        "_records": pa.schema([*LINK, *records]),
+        "_record_markers": pa.schema(
+            [*LINK, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
+        ),
+    }
+
+
+@dataclass
+class RecordTables:
+    batches: pa.Table
+    records: pa.Table
+    markers: pa.Table
+    rejects: pa.Table  # rows of _rejects
+
+
+def records_of(table: pa.Table, message: str, first_id: int, payloads: bool, capture: str) -> RecordTables:
+    """The records of every ``records`` field of ``table`` (decoded rows of ``message``, frame
+    columns first); batch ids count from ``first_id``."""
+    topics_list, name_field, id_field, parts_list, index_field = SOURCES[message]
+    schemas = record_schemas(payloads)
+    topics = table.column(topics_list).combine_chunks()
+    topic = pc.list_flatten(topics)
+    topic_row = pc.list_parent_indices(topics)
+    parts = pc.struct_field(topic, parts_list)
+    part = pc.list_flatten(parts)
+    part_topic = pc.list_parent_indices(parts)
+    got = decode_records(pc.struct_field(part, "records"), errors="null", payloads=payloads)
+
+    # one row of link columns per partition entry, then per batch
+    n = len(part)
+    row = pc.take(topic_row, part_topic)
+    frame = table.select(_FRAME).take(row)
+    # a version without the field holds its default ('' or the zero uuid): null, as no topic
+    # is named '' and no topic id is zero
+    names = pa.nulls(n, pa.string())
+    if name_field:
+        names = pc.take(pc.struct_field(topic, name_field), part_topic)
+        names = pc.if_else(pc.equal(names, ""), pa.scalar(None, pa.string()), names)
+    ids = pa.nulls(n, _UUID)
+    if id_field:
+        storage = pc.take(pc.struct_field(topic, id_field), part_topic).storage
+        zero = pc.equal(storage, pa.scalar(bytes(16), storage.type))
+        ids = pa.ExtensionArray.from_storage(_UUID, pc.if_else(zero, pa.scalar(None, storage.type), storage))
+    link = pa.Table.from_arrays(
+        [
+            *frame.columns,
+            pa.repeat(pa.scalar(message), n),
+            pc.take(table.column("_version"), row),
+            names,
+            ids,
+            pc.struct_field(part, index_field),
+        ],
+        names=LINK.names[:-1],
+    )
+    nb = got.batches.num_rows
+    batch_row = got.batches.column("row")
+    batch_link = link.take(batch_row).append_column("batch_id", pa.array(np.arange(first_id, first_id + nb)))
+    batches = _join(batch_link, got.batches.drop_columns(["row"]), schemas["_record_batches"])
+    rec_batch = got.records.column("batch")
+    records = _join(batch_link.take(rec_batch), got.records.drop_columns(["batch"]), schemas["_records"])
+    marker_link = batch_link.take(got.markers.column("batch"))
+    markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["_record_markers"])
+    rejects = _rejects(got.rejects, batch_link.take(got.rejects.column("batch")), message, capture)
+    return RecordTables(batches, records, markers, rejects)
+
+
+def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays([*link.columns, *body.columns], schema=schema)
+
+
+def _rejects(bad: pa.Table, link: pa.Table, message: str, capture: str) -> pa.Table:
+    """Rows of _rejects for record batches that failed: their frame, where, why, their bytes."""
+    n = bad.num_rows
+    where = [
+        f"records of {t if t is not None else tid} partition {p}: batch at byte {pos}"
+        for t, tid, p, pos in zip(
+            link.column("topic").to_pylist(),
+            link.column("topic_id").to_pylist(),
+            link.column("partition").to_pylist(),
+            bad.column("position").to_pylist(),
+            strict=True,
+        )
+    ]
+    return pa.Table.from_arrays(
+        [
+            pa.repeat(pa.scalar(capture), n),
+            link.column("_client"),
+            link.column("_broker"),
+            pa.repeat(pa.scalar("request" if message.endswith("Request") else "response"), n),
+            link.column("_ts_first"),
+            pa.repeat(pa.scalar(message), n),
+            link.column("_version"),
+            bad.column("error"),
+            bad.column("reason"),
+            pa.array(where, pa.string()),
+            bad.column("position"),
+            bad.column("raw"),
+        ],
+        schema=REJECT_SCHEMA,
+    )

@@ -1,0 +1,138 @@
+"""Log segments to Parquet: files and log folders, topic and partition from the folder name,
+read in pieces (a batch cut by a piece boundary goes whole into the next), a segment ending
+inside a batch, damaged batches, and the internal topics as typed tables. Batches written by
+kafka-python and by the project's internal-topic encoders; the segments command through its
+real entry point."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import arrowkafka as ak
+from arrowkafka.segments import decode_segments
+from tests.records.batchtools import Rec, build, rewrap_v2
+from tests.test_topics import metadata_values, offsets_records
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = 1_700_000_000_000
+
+
+def _at(batch: bytes, base: int) -> bytes:
+    """A batch at a base offset, as a broker writes it (the field is outside the CRC)."""
+    return struct.pack(">q", base) + batch[8:]
+
+
+def _recs(n: int, tag: str) -> list[Rec]:
+    return [
+        Rec(f"{tag}-{i}".encode(), f"value {tag} {i}".encode() * 20, [("h", b"v")], T0 + i) for i in range(n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("logs")
+    for part, codecs in ((0, (0, 1, 4)), (1, (2, 3, 0))):
+        d = root / f"orders-{part}"
+        d.mkdir()
+        base = 0
+        segment = b""
+        for c in codecs:
+            segment += _at(build(2, c, _recs(50, f"p{part}c{c}")), base)
+            base += 50
+        (d / "00000000000000000000.log").write_bytes(segment)
+        (d / "00000000000000000000.index").write_bytes(bytes(16))  # not a segment: left alone
+    keys, values = offsets_records()
+    (root / "__consumer_offsets-7").mkdir()
+    co = build(2, 0, [Rec(k, v, [], T0) for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)])
+    (root / "__consumer_offsets-7" / "00000000000000000000.log").write_bytes(co)
+    (root / "__cluster_metadata-0").mkdir()
+    md = build(2, 0, [Rec(None, v, [], T0) for v in metadata_values().to_pylist()])
+    leader = rewrap_v2(
+        build(2, 0, [Rec(struct.pack(">hh", 0, 2), _leader_change(), [], T0)]), attributes=0x20
+    )
+    (root / "__cluster_metadata-0" / "00000000000000000000.log").write_bytes(_at(leader, 0) + _at(md, 1))
+    return root
+
+
+def _leader_change() -> bytes:
+    table = pa.table({"version": pa.array([0], pa.int16()), "leader_id": pa.array([1], pa.int32()),
+                      "voters": [[{"voter_id": 1}]], "granting_voters": [[{"voter_id": 1}]]})  # fmt: skip
+    return ak.encode(table, "LeaderChangeMessage", 0)[0].as_py()
+
+
+def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
+    summary = decode_segments([logdir], tmp_path)
+    assert (summary.files, summary.rejects, summary.partial) == (4, 0, [])
+    records = pq.read_table(tmp_path / "_records.parquet")
+    orders = records.filter(pa.compute.equal(records.column("topic"), "orders")).to_pylist()
+    assert len(orders) == 300
+    p1 = [r for r in orders if r["partition"] == 1]
+    assert [r["offset"] for r in p1] == list(range(150))
+    assert p1[60]["key"] == b"p1c3-10" and p1[60]["headers"] == [{"key": "h", "value": b"v"}]
+    batches = pq.read_table(tmp_path / "_record_batches.parquet").to_pylist()
+    orders_batches = [b for b in batches if b["topic"] == "orders"]
+    assert [b["codec"] for b in orders_batches] == ["none", "gzip", "zstd", "snappy", "lz4", "none"]
+    # positions are byte positions in the file: each batch starts where the one before ends
+    p0 = [b for b in orders_batches if b["partition"] == 0]
+    assert [b["position"] for b in p0] == [0, p0[0]["size"], p0[0]["size"] + p0[1]["size"]]
+    assert {b["file"] for b in p0} == {str(logdir / "orders-0" / "00000000000000000000.log")}
+    # internal topics, typed
+    commits = pq.read_table(tmp_path / "__consumer_offsets.OffsetCommit.parquet").to_pylist()
+    assert [(c["partition"], c["offset"], c["key"]["partition"], c["value"]["offset"]) for c in commits] == [
+        (7, 0, 0, 100), (7, 1, 1, 101), (7, 3, 2, 102)]  # fmt: skip
+    topics = pq.read_table(tmp_path / "__cluster_metadata.TopicRecord.parquet").to_pylist()
+    assert [(t["offset"], t["name"]) for t in topics] == [(1, "orders")]
+    assert pq.read_table(tmp_path / "__cluster_metadata.PartitionRecord.parquet").num_rows == 2
+    markers = pq.read_table(tmp_path / "_record_markers.parquet").to_pylist()
+    assert [(m["topic"], m["type"], m["offset"]) for m in markers] == [
+        ("__cluster_metadata", "LEADER_CHANGE", 0)
+    ]
+
+
+def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path) -> None:
+    decode_segments([logdir], tmp_path / "one")
+    decode_segments([logdir], tmp_path / "small", chunk_bytes=700)  # most batches cross a piece boundary
+    for name in ("_record_batches", "_records", "__consumer_offsets.OffsetCommit"):
+        assert pq.read_table(tmp_path / "small" / f"{name}.parquet").equals(
+            pq.read_table(tmp_path / "one" / f"{name}.parquet")
+        ), name
+
+
+def test_a_cut_segment_and_a_damaged_batch(logdir: Path, tmp_path: Path) -> None:
+    whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    d = tmp_path / "in" / "orders-0"
+    d.mkdir(parents=True)
+    first = 12 + struct.unpack_from(">i", whole, 8)[0]
+    damaged = bytearray(whole[: len(whole) - 10])  # the broker died mid-write
+    damaged[first + 80] ^= 0xFF  # inside the second batch
+    (d / "00000000000000000000.log").write_bytes(bytes(damaged))
+    summary = decode_segments([d], tmp_path / "out", chunk_bytes=1000)
+    assert summary.partial == [str(d / "00000000000000000000.log")]
+    assert summary.rejects == 1
+    batches = pq.read_table(tmp_path / "out" / "_record_batches.parquet").to_pylist()
+    assert [(b["partial"], b["crc_ok"], b["error"] is None) for b in batches] == [
+        (False, True, True), (False, False, False), (True, None, True)]  # fmt: skip
+    reject = pq.read_table(tmp_path / "out" / "_rejects.parquet").to_pylist()[0]
+    assert reject["position"] == first and reject["reason"].startswith("CRC-32C mismatch")
+    assert pq.read_table(tmp_path / "out" / "_records.parquet").num_rows == 50
+
+
+def test_the_command(logdir: Path, tmp_path: Path) -> None:
+    parts = [str(logdir / "orders-0"), str(logdir / "orders-1")]
+    out = str(tmp_path / "out")
+    cmd = [sys.executable, "-m", "arrowkafka.cli", "segments", *parts, "-o", out, "--no-payloads"]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert "2 segment files" in run.stdout and "300 records in 6 batches" in run.stdout
+    assert "key" not in pq.read_table(tmp_path / "out" / "_records.parquet").column_names
+    missing = subprocess.run([*cmd[:4], str(tmp_path / "nope.log"), "-o", str(tmp_path / "x")],
+                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.startswith("arrowkafka: error:")
+    assert "Traceback" not in missing.stderr and not (tmp_path / "x").exists()

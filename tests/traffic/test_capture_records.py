@@ -1,0 +1,123 @@
+"""The capture job writes the records of Produce requests and Fetch responses, linked to their
+frame and partition: _record_batches, _records, _record_markers; a damaged batch is a row of
+_rejects that names its topic, partition and byte, and keeps its bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+import arrowkafka as ak
+from arrowkafka.traffic.parquet import decode_capture
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = ("tansu_confluent", "noida_kafka_python", "kafka091_legacy")
+# records per (capture, message), as tests/records/test_real_records.py checks them against kafka-python
+RECORDS = {
+    ("tansu_confluent", "ProduceRequest"): 186,
+    ("tansu_confluent", "FetchResponse"): 187,
+    ("noida_kafka_python", "ProduceRequest"): 100,
+    ("noida_kafka_python", "FetchResponse"): 100,
+    ("kafka091_legacy", "ProduceRequest"): 190,
+    ("kafka091_legacy", "FetchResponse"): 190,
+}
+
+
+@pytest.fixture(scope="module")
+def out(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folders = {}
+    for capture in CAPTURES:
+        folders[capture] = tmp_path_factory.mktemp(capture)
+        decode_capture([shared / "captures" / f"{capture}.pcap"], folders[capture], ak.load_specs())
+    return folders
+
+
+def test_records_of_every_produce_and_fetch(out: dict[str, Path]) -> None:
+    for capture, folder in out.items():
+        counts = dict(
+            duckdb.sql(f"SELECT _message, count(*) FROM '{folder}/_records.parquet' GROUP BY 1").fetchall()
+        )
+        assert counts == {m: n for (c, m), n in RECORDS.items() if c == capture}, capture
+        # every record's batch is in _record_batches, with the same link columns
+        orphans = duckdb.sql(
+            f"SELECT count(*) FROM '{folder}/_records.parquet' r ANTI JOIN '{folder}/_record_batches.parquet' b"
+            " ON r.batch_id = b.batch_id AND r._client = b._client AND r._correlation_id = b._correlation_id"
+            " AND r._message = b._message AND r.topic IS NOT DISTINCT FROM b.topic AND r.partition = b.partition"
+        ).fetchall()[0]
+        assert orphans == (0,)
+        crc = duckdb.sql(
+            f"SELECT bool_and(crc_ok), count(*) FROM '{folder}/_record_batches.parquet'"
+        ).fetchall()[0]
+        assert crc[0] is True and crc[1] > 0
+
+
+def test_records_are_linked_to_their_frame_and_partition(out: dict[str, Path]) -> None:
+    folder = out["tansu_confluent"]
+    produce = pq.read_table(folder / "ProduceRequest.parquet").to_pylist()
+    expected: dict[tuple, int] = {}  # (client, correlation id, topic, partition) -> records of that field
+    for row in produce:
+        for t in row["topic_data"]:
+            for p in t["partition_data"]:
+                n = ak.decode_records([p["records"]]).records.num_rows
+                key = (row["_client"], row["_correlation_id"], t["name"], p["index"])
+                expected[key] = expected.get(key, 0) + n
+    got = duckdb.sql(
+        f"SELECT _client, _correlation_id, topic, partition, count(*) FROM '{folder}/_records.parquet'"
+        " WHERE _message = 'ProduceRequest' GROUP BY ALL"
+    ).fetchall()
+    assert {(cl, c, t, p): n for cl, c, t, p, n in got} == {k: n for k, n in expected.items() if n}
+    clients = duckdb.sql(
+        f"SELECT DISTINCT _client_id FROM '{folder}/_records.parquet' WHERE _message = 'ProduceRequest'"
+    )
+    assert clients.fetchall() == [("rdkafka",)]
+    # Fetch v16 names topics by id: topic is null, topic_id set
+    fetch = duckdb.sql(
+        f"SELECT count(*) FILTER (topic IS NULL AND topic_id IS NOT NULL), count(*) FROM '{folder}/_records.parquet' WHERE _message = 'FetchResponse'"
+    )
+    assert fetch.fetchall()[0] == (187, 187)
+
+
+def test_no_payloads_through_the_command(shared: Path, out: dict[str, Path], tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "arrowkafka.cli", "decode", str(shared / "captures" / "tansu_confluent.pcap"),
+         "-o", str(tmp_path), "--no-payloads"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "records 373 in 37 batches (0 batches rejected)" in run.stdout
+    bare = pq.read_table(tmp_path / "_records.parquet")
+    full = pq.read_table(out["tansu_confluent"] / "_records.parquet")
+    assert "key" not in bare.column_names and "value" not in bare.column_names
+    assert bare.equals(full.drop_columns(["key", "value"]))
+
+
+def test_a_damaged_batch_is_a_reject_naming_its_partition(
+    shared: Path, out: dict[str, Path], tmp_path: Path
+) -> None:
+    produce = pq.read_table(out["noida_kafka_python"] / "ProduceRequest.parquet").to_pylist()
+    records = produce[0]["topic_data"][0]["partition_data"][0]["records"]
+    pcap = (shared / "captures" / "noida_kafka_python.pcap").read_bytes()
+    at = pcap.index(records) + 100  # inside the batch's compressed records
+    damaged = tmp_path / "damaged.pcap"
+    damaged.write_bytes(pcap[:at] + bytes([pcap[at] ^ 0xFF]) + pcap[at + 1 :])
+    summary = decode_capture([damaged], tmp_path / "out", ak.load_specs())
+    assert summary.record_rejects == 1
+    assert summary.frames_in == summary.rows + summary.rejects  # the frame itself decoded
+    rejects = pq.read_table(tmp_path / "out" / "_rejects.parquet").to_pylist()
+    (reject,) = [r for r in rejects if r["message"] == "ProduceRequest"]
+    topic = produce[0]["topic_data"][0]["name"]
+    assert reject["path"] == f"records of {topic} partition 0: batch at byte 0"
+    assert reject["reason"].startswith("CRC-32C mismatch")
+    assert (
+        reject["raw"]
+        == records[: at - pcap.index(records)]
+        + bytes([pcap[at] ^ 0xFF])
+        + records[at - pcap.index(records) + 1 :]
+    )
+    batches = pq.read_table(tmp_path / "out" / "_record_batches.parquet")
+    assert batches.column("error").to_pylist().count(None) == batches.num_rows - 1
