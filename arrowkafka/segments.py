@@ -78,6 +78,7 @@ class SegmentSummary:
     unread: dict[str, int] = field(default_factory=dict)  # file -> bytes after a length that cannot be walked
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
     tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
+    first_batch_id: int = 0  # batch ids count from here
 
     def render(self) -> str:
         codecs = ", ".join(f"{c} {n}" for c, n in sorted(self.codecs.items()))
@@ -132,15 +133,25 @@ def _pieces(path: Path, chunk_bytes: int) -> Generator[tuple[int, bytes, bool], 
 
 
 class _Writers:
-    def __init__(self, out: Path) -> None:
-        self.out = out
+    """One Parquet file per table: ``<name>.parquet``, or with ``part`` the file
+    ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task)."""
+
+    def __init__(self, out: Path, part: str | None) -> None:
+        self.out, self.part = out, part
         self.open: dict[str, pq.ParquetWriter] = {}
+
+    def path(self, name: str) -> Path:
+        if self.part is None:
+            return self.out / f"{name}.parquet"
+        folder = self.out / f"{name}.parquet"
+        folder.mkdir(exist_ok=True)
+        return folder / f"{self.part}.parquet"
 
     def write(self, name: str, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
         if name not in self.open:
-            self.open[name] = pq.ParquetWriter(self.out / f"{name}.parquet", table.schema)
+            self.open[name] = pq.ParquetWriter(self.path(name), table.schema)
         self.open[name].write_table(table)
 
     def close(self, empty: dict[str, pa.Schema]) -> None:
@@ -148,7 +159,7 @@ class _Writers:
             w.close()
         for name, schema in empty.items():
             if name not in self.open:
-                pq.write_table(schema.empty_table(), self.out / f"{name}.parquet")
+                pq.write_table(schema.empty_table(), self.path(name))
 
 
 def decode_segments(
@@ -158,16 +169,20 @@ def decode_segments(
     payloads: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int], None] | None = None,
+    part: str | None = None,
+    first_batch_id: int = 0,
 ) -> SegmentSummary:
     """Decode log segment files (or the ``*.log`` files under folders) into Parquet tables under
     ``outdir``: ``_record_batches``, ``_records``, ``_record_markers``, ``_rejects``, and for the
-    internal topics one table per record type (``__consumer_offsets.OffsetCommit`` ...)."""
+    internal topics one table per record type (``__consumer_offsets.OffsetCommit`` ...).
+    ``part``: write each table as a part of a folder (``_records.parquet/<part>.parquet``), with
+    batch ids from ``first_batch_id``, as the Spark job does per task."""
     files = segment_files(paths)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     schemas = segment_schemas(payloads)
-    writers = _Writers(out)
-    summary = SegmentSummary()
+    writers = _Writers(out, part)
+    summary = SegmentSummary(first_batch_id=first_batch_id)
     try:
         for path in files:
             summary.files += 1
@@ -233,7 +248,7 @@ def _write_piece(
     summary: SegmentSummary,
 ) -> None:
     batches = got.batches.slice(0, keep)
-    first = summary.batches
+    first = summary.first_batch_id + summary.batches
     summary.batches += keep
     n_rec = int(np.searchsorted(got.records.column("batch").to_numpy(), keep))
     records = got.records.slice(0, n_rec)

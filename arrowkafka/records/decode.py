@@ -157,6 +157,7 @@ def _decompress(data: np.ndarray, hdr: np.ndarray, cap: int, messages: dict[int,
         at += len(out)
         hdr[k.H_REGION_END, b] = at
     inner = np.frombuffer(b"".join(pieces), np.uint8) if at else np.zeros(1, np.uint8)
+    inner.flags.writeable = False  # read-only either way: one kernel signature
     return inner
 
 
@@ -229,6 +230,6 @@ def _error(
         message_index=row,
         offset=at,
         size=int(ends[row] - starts[row]),
-        message="RecordBatch" if magic == 2 else "MessageSet",
+        message={2: "RecordBatch", 1: "MessageSet", 0: "MessageSet"}.get(magic, "records"),
         version=magic,
     )

@@ -107,3 +107,33 @@ def test_damaged_real_records_give_typed_errors_only(decoded: dict, tmp_path: Pa
     assert run.returncode == 0, run.stderr[-3000:]
     counts = json.loads(run.stdout.strip().splitlines()[-1])
     assert counts["corrupt"] > 500 and counts["decoded"] > 1000, counts
+
+
+def _kio_records(value: bytes) -> list[tuple]:
+    """kio's reader (magic 2, uncompressed batches only): (offset, key, value, headers)."""
+    from kio.records.readers import read_batch
+
+    out, pos = [], 0
+    while pos < len(value):
+        batch, size = read_batch(memoryview(value), pos)
+        out += [
+            (int(r.offset), r.key, r.value, [(h.key.decode(), h.value) for h in r.headers])
+            for r in batch.records
+        ]
+        pos += size
+    return out
+
+
+def test_uncompressed_real_batches_read_as_kio_reads_them(decoded: dict) -> None:
+    # kio reads uncompressed magic 2 batches only: those of librdkafka's Produce and Fetch
+    checked = 0
+    for key in [("tansu_confluent", "ProduceRequest"), ("tansu_confluent", "FetchResponse")]:
+        for value in decoded[key]:
+            got = ak.decode_records([value])
+            if set(got.batches.column("codec").to_pylist()) != {"none"}:
+                continue
+            mine = [(r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+                    for r in got.records.to_pylist()]  # fmt: skip
+            assert mine == _kio_records(value)
+            checked += len(mine)
+    assert checked == 207  # every uncompressed record of the capture, Produce and Fetch

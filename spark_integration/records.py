@@ -1,0 +1,142 @@
+"""Record batches on Spark: a DataFrame column of ``records`` values decoded inside
+``mapInArrow`` (``decode_records_column``), and log segment files read one task per file
+(``decode_segments``). Each task runs ``arrowkafka.records`` as a local job would; the driver
+only declares types, so it never loads Numba."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .types import spark_arrow_type, spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SegmentsSummary", "decode_records_column", "decode_segments"]
+
+WHAT = ("records", "batches")
+
+
+def _batch_fields() -> list[pa.Field]:
+    from arrowkafka.records.tables import BATCHES_SCHEMA
+
+    return [f for f in BATCHES_SCHEMA if f.name != "row"]
+
+
+def _record_fields(payloads: bool) -> list[pa.Field]:
+    from arrowkafka.records.tables import RECORDS_SCHEMA
+
+    return [f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))]
+
+
+def _out_fields(kept: list[pa.Field], what: str, payloads: bool) -> list[pa.Field]:
+    """The Arrow fields (as Spark exchanges them) of the rows ``decode_records_column`` makes."""
+    if what == "batches":
+        fields = [*kept, *_batch_fields()]
+    else:
+        fields = [*kept, pa.field("batch", pa.struct(_batch_fields())), *_record_fields(payloads)]
+    return [f.with_type(spark_arrow_type(f.type)).with_nullable(True) for f in fields]
+
+
+class _DecodeRecords:
+    """The function mapInArrow runs on each task's batches (a class: it pickles by reference)."""
+
+    def __init__(self, column: str, what: str, payloads: bool, out: pa.Schema) -> None:
+        self.column, self.what, self.payloads, self.out = column, what, payloads, out
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from arrowkafka.records import decode_records  # in the task: the driver never loads Numba
+
+        from .columns import _slices
+
+        for batch in _slices(batches, self.column, 4 << 20):
+            got = decode_records(batch.column(self.column), errors="null", payloads=self.payloads)
+            others = pa.Table.from_batches([batch]).drop_columns([self.column])
+            batches_ = got.batches.drop_columns(["row"])
+            if self.what == "batches":
+                cols = [*others.take(got.batches.column("row")).columns, *batches_.columns]
+            else:
+                b = got.records.column("batch")
+                row = got.batches.column("row").take(b)
+                struct = pa.StructArray.from_arrays(
+                    [c.combine_chunks() for c in batches_.take(b).columns], fields=list(batches_.schema)
+                )
+                cols = [*others.take(row).columns, struct, *got.records.drop_columns(["batch"]).columns]
+            table = pa.Table.from_arrays(cols, names=self.out.names)
+            yield from table.cast(self.out).to_batches()
+
+
+def decode_records_column(
+    df: DataFrame, column: str, *, what: str = "records", payloads: bool = True
+) -> DataFrame:
+    """``df``'s ``column`` of ``records`` values (record batches back to back, a Produce or
+    Fetch ``records`` field or a segment's bytes) decoded: one row per record (``what="records"``:
+    the other input columns, a ``batch`` struct with the batch's header fields, then the
+    record's offset, timestamp, key, value, headers and sizes) or one row per batch
+    (``what="batches"``). Bad batches are left out of the records and kept in the batches with
+    ``error`` saying why; ``payloads=False`` leaves keys and values out."""
+    if what not in WHAT:
+        raise ValueError(f"what must be one of {WHAT}, not {what!r}")
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    kept = [f for f in to_arrow_schema(df.schema) if f.name != column]
+    out = pa.schema(_out_fields(kept, what, payloads))
+    from pyspark.sql import types as T
+
+    spark_schema = spark_type(pa.struct(list(out)))
+    assert isinstance(spark_schema, T.StructType)
+    return df.mapInArrow(_DecodeRecords(column, what, payloads, out), spark_schema)
+
+
+@dataclass
+class SegmentsSummary:
+    files: int = 0
+    batches: int = 0
+    records: int = 0
+    rejects: int = 0
+    partial: list[str] = field(default_factory=list)
+    outdir: str = ""
+
+
+def _segment_task(outdir: str, payloads: bool) -> Any:
+    def run(index: int, files: Iterator[str]) -> Iterator[dict[str, Any]]:
+        from arrowkafka.segments import decode_segments as decode
+
+        for path in files:
+            s = decode(
+                [path], outdir, payloads=payloads, part=f"part-{index:05d}", first_batch_id=index << 40
+            )
+            yield {"files": s.files, "batches": s.batches, "records": s.records, "rejects": s.rejects,
+                   "partial": s.partial}  # fmt: skip
+
+    return run
+
+
+def decode_segments(
+    spark: SparkSession, paths: str | Sequence[str], outdir: str | Path, *, payloads: bool = True
+) -> SegmentsSummary:
+    """Log segment files (or the ``*.log`` files under folders) decoded on Spark, one task per
+    file, into ``outdir``: ``_record_batches.parquet``, ``_records.parquet``, ... each a folder
+    of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes. The
+    workers must see the paths and ``outdir`` (local mode, or a shared file system)."""
+    from arrowkafka.segments import segment_files
+
+    files = [str(p) for p in segment_files([paths] if isinstance(paths, str) else paths)]
+    out = str(outdir)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    summary = SegmentsSummary(outdir=out)
+    if not files:
+        return summary
+    rdd = spark.sparkContext.parallelize(files, len(files))
+    for s in rdd.mapPartitionsWithIndex(_segment_task(out, payloads)).collect():
+        summary.files += s["files"]
+        summary.batches += s["batches"]
+        summary.records += s["records"]
+        summary.rejects += s["rejects"]
+        summary.partial += s["partial"]
+    return summary

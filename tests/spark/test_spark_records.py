@@ -1,0 +1,71 @@
+"""Records on Spark: a column of records values decoded in mapInArrow (rows per record and per
+batch), and log segments read one task per file; both give what the local functions give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import arrowkafka as ak
+from arrowkafka.segments import decode_segments as local_segments
+from arrowkafka.spark import decode_records_column, decode_segments
+from tests.records.batchtools import Rec, build
+
+pytestmark = pytest.mark.spark
+
+
+def _values() -> list[bytes]:
+    recs = [Rec(f"k{i}".encode(), b"v" * i, [("h", b"x")], 1_700_000_000_000 + i) for i in range(30)]
+    return [build(2, c, recs[: 10 + c]) + build(2, 0, recs[:3]) for c in range(5)] + [b"", b"\x00" * 8]
+
+
+def test_a_records_column(spark: Any) -> None:
+    values = _values()
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "topic_row int, records binary")
+    rows = decode_records_column(df, "records").orderBy("topic_row", "offset").collect()
+    local = ak.decode_records(values)
+    expected = local.records.to_pylist()
+    assert len(rows) == len(expected)
+    row_of = local.batches.column("row").to_pylist()
+    codecs = local.batches.column("codec").to_pylist()
+    for got, want in zip(
+        rows, sorted(expected, key=lambda r: (row_of[r["batch"]], r["offset"])), strict=True
+    ):
+        assert got["topic_row"] == row_of[want["batch"]]
+        assert (got["offset"], got["key"], got["value"]) == (want["offset"], want["key"], want["value"])
+        assert [(h["key"], h["value"]) for h in got["headers"]] == [
+            (h["key"], h["value"]) for h in want["headers"]
+        ]
+        assert got["batch"]["codec"] == codecs[want["batch"]]
+    batches = decode_records_column(df, "records", what="batches").collect()
+    assert len(batches) == local.batches.num_rows
+    assert sum(1 for b in batches if b["partial"]) == 1  # the 8 bytes: a batch cut short
+    bare = decode_records_column(df, "records", payloads=False)
+    assert "key" not in bare.columns and "value_size" in bare.columns
+
+
+def test_segments_one_task_per_file(spark: Any, tmp_path: Path) -> None:
+    for part in range(3):
+        d = tmp_path / "logs" / f"orders-{part}"
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(b"".join(_values()[:4]))
+    summary = decode_segments(spark, str(tmp_path / "logs"), tmp_path / "out")
+    local = local_segments([tmp_path / "logs"], tmp_path / "local")
+    assert (summary.files, summary.batches, summary.records, summary.rejects) == (
+        3, local.batches, local.records, 0)  # fmt: skip
+    got = spark.read.parquet(str(tmp_path / "out" / "_records.parquet"))
+    assert got.count() == local.records
+    want = pq.read_table(tmp_path / "local" / "_records.parquet").drop_columns(["batch_id"])
+    mine = pq.read_table(tmp_path / "out" / "_records.parquet").drop_columns(["batch_id"]).sort_by(
+        [("file", "ascending"), ("offset", "ascending")])  # fmt: skip
+    assert mine.to_pylist() == want.sort_by([("file", "ascending"), ("offset", "ascending")]).to_pylist()
+    ids = (
+        spark.read.parquet(str(tmp_path / "out" / "_record_batches.parquet"))
+        .select("batch_id")
+        .distinct()
+        .count()
+    )
+    assert ids == local.batches  # unique across tasks
