@@ -555,7 +555,7 @@ def compare_pdu(capture: str, pdu: WsPdu, row: Row, specs: SpecSet, tally: Tally
 def load_rows(outdir: Path) -> dict[tuple[str, bool, int], list[Row]]:
     rows: dict[tuple[str, bool, int], list[Row]] = defaultdict(list)
     for path in sorted(outdir.glob("*.parquet")):
-        if path.name == "_rejects.parquet":
+        if path.name.startswith("_"):  # rejects and record tables: not message tables
             continue
         message = path.stem
         for v in sorted(pq.read_table(path).to_pylist(), key=lambda r: r["_ts_first"]):
