@@ -12,7 +12,7 @@ tables through ``arrowkafka.topics``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,24 +114,6 @@ def _topic_partition(path: Path) -> tuple[str | None, int | None]:
     return (m["topic"], int(m["partition"])) if m else (None, None)
 
 
-def _pieces(path: Path, chunk_bytes: int) -> Generator[tuple[int, bytes, bool], int | None, None]:
-    """(file position, bytes, last) pieces of a file, each to be cut after its last whole batch
-    by the caller, which sends the rest back (``generator.send``)."""
-    with open(path, "rb") as f:
-        pos = 0
-        carry = b""
-        while True:
-            more = f.read(chunk_bytes)
-            last = len(more) < chunk_bytes
-            buf = carry + more
-            consumed = yield pos, buf, last
-            if last:
-                return
-            consumed = len(buf) if consumed is None else consumed
-            carry = buf[consumed:]
-            pos += consumed
-
-
 class _Writers:
     """One Parquet file per table: ``<name>.parquet``, or with ``part`` the file
     ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task)."""
@@ -193,6 +175,9 @@ def decode_segments(
     return summary
 
 
+INTERNAL = ("__consumer_offsets", "__cluster_metadata")
+
+
 def _decode_file(
     path: Path,
     writers: _Writers,
@@ -202,38 +187,49 @@ def _decode_file(
     chunk_bytes: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> None:
+    """One segment file, a piece at a time: each piece is decoded and cut after its last whole
+    batch; a batch the piece cuts is read whole into the next piece (its length says how much:
+    one read, not a piece at a time). A length that cannot be walked (below 5) or that runs
+    past the end of the file ends the file there: the rest is counted as unread."""
     topic, partition = _topic_partition(path)
     size = path.stat().st_size
-    pieces = _pieces(path, chunk_bytes)
-    sent: int | None = None
-    while True:
-        try:
-            pos, buf, last = pieces.send(sent) if sent is not None else next(pieces)
-        except StopIteration:
-            return
-        got = decode_records([buf], errors="null", payloads=payloads)
-        batches = got.batches
-        keep = batches.num_rows
-        partial = batches.column("partial").to_numpy(zero_copy_only=False)
-        last_length = batches.column("batch_length")[keep - 1].as_py() if keep else None
-        sent = len(buf)
-        stop = False
-        if keep and partial[-1] and not last:  # the next piece starts with this batch
-            keep -= 1
-            sent = int(batches.column("position")[keep].as_py())
-        elif keep and not partial[-1] and last_length is not None and last_length < 0:
-            # a negative length: nothing after it can be found
-            at = int(batches.column("position")[keep - 1].as_py())
-            summary.unread[str(path)] = size - (pos + at)
-            stop = True
-        if keep and partial[keep - 1] and last:
-            summary.partial.append(str(path))
-        _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary)
-        if progress is not None:
-            progress(str(path), pos + sent, size)
-        if stop:
-            pieces.close()
-            return
+    # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
+    # are decoded from them (_records still leaves them out)
+    keep_payloads = payloads or topic in INTERNAL
+    with open(path, "rb") as f:
+        pos, buf = 0, f.read(chunk_bytes)
+        while True:
+            last = pos + len(buf) >= size
+            got = decode_records([buf], errors="null", payloads=keep_payloads)
+            batches = got.batches
+            keep = batches.num_rows
+            cut = len(buf)  # bytes of this piece the tables account for
+            stop = last
+            if keep and batches.column("partial")[keep - 1].as_py():
+                at = int(batches.column("position")[keep - 1].as_py())
+                length = batches.column("batch_length")[keep - 1].as_py()
+                if last or length is None or pos + at + 12 + length > size:
+                    summary.partial.append(str(path))  # the file ends inside this batch
+                    if not last:
+                        summary.unread[str(path)] = size - pos - len(buf)
+                    stop = True
+                else:  # read on: the next piece starts with this batch
+                    keep -= 1
+                    cut = at
+            elif keep and (batches.column("batch_length")[keep - 1].as_py() or 0) < 5 and not last:
+                summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
+                stop = True
+            _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
+            if progress is not None:
+                progress(str(path), pos + cut, size)
+            if stop:
+                return
+            rest = buf[cut:]
+            need = 0
+            if rest:  # a batch cut by the piece: read at least all of it
+                need = 12 + int(batches.column("batch_length")[keep].as_py()) - len(rest)
+            pos += cut
+            buf = rest + f.read(max(chunk_bytes, need))
 
 
 def _write_piece(
@@ -246,6 +242,7 @@ def _write_piece(
     writers: _Writers,
     schemas: dict[str, pa.Schema],
     summary: SegmentSummary,
+    payloads: bool,
 ) -> None:
     batches = got.batches.slice(0, keep)
     first = summary.first_batch_id + summary.batches
@@ -269,7 +266,8 @@ def _write_piece(
     table = pa.Table.from_arrays([*link(pa.array(np.arange(keep)), keep), *body.columns],
                                  schema=schemas["_record_batches"])  # fmt: skip
     writers.write("_record_batches", table)
-    rec_body = records.drop_columns(["batch"]).columns
+    dropped = ["batch"] if payloads else [c for c in ("batch", "key", "value") if c in records.column_names]
+    rec_body = records.drop_columns(dropped).columns
     table = pa.Table.from_arrays(
         [*link(records.column("batch"), n_rec), *rec_body], schema=schemas["_records"]
     )

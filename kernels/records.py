@@ -244,7 +244,7 @@ def _zigzag(data, pos, end, bits):
 @njit(cache=True, nogil=True)
 def count_batches(data, starts, ends, counts):
     """counts[i] = entries in row i: whole batches, a partial one at the end, or the one whose
-    length is negative (the row cannot be walked past it)."""
+    length is below 5 (negative, zero: the row cannot be walked past it)."""
     total = 0
     for i in range(starts.shape[0]):
         pos = starts[i]
@@ -255,8 +255,8 @@ def count_batches(data, starts, ends, counts):
             if end - pos < 12:
                 break
             length = _i(data, pos + 8, 4)
-            if length < 0 or end - pos - 12 < length:
-                break
+            if length < 5 or end - pos - 12 < length:
+                break  # a length that cannot hold a magic byte (zeros, say): no batch after it can be found
             pos += 12 + length
         counts[i] = n
         total += n
@@ -295,18 +295,17 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
                 hdr[H_MAGIC, b] = data[pos + 16] if left > 16 else -1
                 b += 1
                 break
-            hdr[H_SIZE, b] = 12 + length if length >= 0 else left
             hdr[H_LENGTH, b] = length
             hdr[H_BASE_OFFSET, b] = _i(data, pos, 8)
-            stop = pos + 12 + length
             if length < 5:
+                # the rest of the row is this one failed entry, as Kafka's readers stop here too
+                hdr[H_SIZE, b] = left
                 _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, 14)
                 hdr[H_MAGIC, b] = -1
                 b += 1
-                if length < 0:
-                    break
-                pos = stop
-                continue
+                break
+            hdr[H_SIZE, b] = 12 + length
+            stop = pos + 12 + length
             magic = np.int64(data[pos + 16])
             hdr[H_MAGIC, b] = magic
             if magic == 2:

@@ -6,7 +6,6 @@ refuses); loopback only, free ports, everything under one folder."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -108,7 +107,3 @@ class Broker:
                               "--print-data-log", "--deep-iteration"],
                              capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
         return run.stdout
-
-
-def java_available() -> bool:
-    return shutil.which("java") is not None and shutil.which("npm") is not None

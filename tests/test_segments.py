@@ -136,3 +136,33 @@ def test_the_command(logdir: Path, tmp_path: Path) -> None:
                              capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.startswith("arrowkafka: error:")
     assert "Traceback" not in missing.stderr and not (tmp_path / "x").exists()
+
+
+def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
+    summary = decode_segments([logdir], tmp_path, payloads=False)
+    assert summary.rejects == 0
+    assert "key" not in pq.read_table(tmp_path / "_records.parquet").column_names
+    assert pq.read_table(tmp_path / "__consumer_offsets.OffsetCommit.parquet").num_rows == 3
+
+
+def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:
+    whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    first = 12 + struct.unpack_from(">i", whole, 8)[0]
+    for name, damaged in (
+        (
+            "forged",
+            whole[:first] + whole[first : first + 8] + struct.pack(">i", 1 << 30) + whole[first + 12 :],
+        ),
+        ("zeros", whole[:first] + bytes(1 << 20)),  # a preallocated segment's unwritten tail
+    ):
+        d = tmp_path / name / "orders-0"
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(damaged)
+        summary = decode_segments([d], tmp_path / f"{name}-out", chunk_bytes=4096)
+        batches = pq.read_table(tmp_path / f"{name}-out" / "_record_batches.parquet").to_pylist()
+        assert len(batches) == 2 and batches[0]["error"] is None, name  # one good batch, then the bad one
+        assert summary.records == 50, name
+        accounted = sum(b["size"] for b in batches) + summary.unread.get(
+            str(d / "00000000000000000000.log"), 0
+        )
+        assert accounted == len(damaged), name

@@ -41,26 +41,33 @@ def decompress(codec: int, payload: memoryview, cap: int) -> bytes:
     raise CodecError(f"unknown codec {codec}")
 
 
+FEED = 1 << 16  # input handed to a streaming decompressor at a time: what it copies back stays small
+
+
 def _gzip(payload: memoryview, cap: int) -> bytes:
     """Every gzip member in turn (a payload may hold several); bytes after the last member that
-    do not start another one are ignored, as Java's GZIPInputStream does."""
+    do not start another one are ignored, as Java's GZIPInputStream does. Input goes in pieces,
+    so many small members cost time in proportion to the payload, not its square."""
     out: list[bytes] = []
     total = 0
-    data = bytes(payload)
+    pos = 0
+    n = len(payload)
     while True:
         d = zlib.decompressobj(31)
         try:
-            chunk = d.decompress(data, cap + 1 - total)
+            while not d.eof and pos < n:
+                piece = payload[pos : pos + FEED]
+                chunk = d.decompress(piece, cap + 1 - total)
+                total += len(chunk)
+                out.append(chunk)
+                if total > cap:  # (output stops at cap + 1: nothing is left unconsumed below it)
+                    raise TooBig(f"gzip data decompresses to more than {cap} bytes")
+                pos += len(piece) - len(d.unused_data)
         except zlib.error as e:
             raise CodecError(f"gzip: {e}") from None
-        total += len(chunk)
-        out.append(chunk)
-        if total > cap:
-            raise TooBig(f"gzip data decompresses to more than {cap} bytes")
         if not d.eof:
             raise CodecError("gzip: the data ends inside a member")
-        data = d.unused_data
-        if data[:2] != b"\x1f\x8b":
+        if bytes(payload[pos : pos + 2]) != b"\x1f\x8b":
             return b"".join(out)
 
 
@@ -81,6 +88,8 @@ def _snappy(payload: memoryview, cap: int) -> bytes:
     """Xerial framing, as Java writes it (matched on its 8-byte magic only), or one raw block."""
     if bytes(payload[:8]) != XERIAL_MAGIC:
         return _snappy_raw(payload, cap)
+    if len(payload) < 16:
+        raise CodecError("snappy (xerial): the header is cut short")
     out: list[bytes] = []
     total = 0
     pos = 16
@@ -126,6 +135,8 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
         magic = int.from_bytes(payload[pos : pos + 4], "little")
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
             size = int.from_bytes(payload[pos + 4 : pos + 8], "little")
+            if size > n - pos - 8:
+                raise CodecError(f"lz4: a skippable frame of {size} bytes with {n - pos - 8} left")
             pos += 8 + size
             continue
         if magic != LZ4_MAGIC:
@@ -138,6 +149,7 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
             raise CodecError(f"lz4: block size code {(bd >> 4) & 7}")
         independent = flg & 0x20
         block_sum = 4 if flg & 0x10 else 0
+        history = b""  # linked blocks: the frame's last 64 KiB of output, what a match may reach
         pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1  # descriptor and its checksum
         while True:
             if n - pos < 4:
@@ -156,10 +168,10 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
             else:
                 want = min(block_max, cap - total + 1)
                 try:
-                    if independent or not out:
+                    if independent or not history:
                         block = lz4.block.decompress(raw, uncompressed_size=want)
                     else:
-                        block = lz4.block.decompress(raw, uncompressed_size=want, dict=out[-1][-65536:])
+                        block = lz4.block.decompress(raw, uncompressed_size=want, dict=history)
                 except lz4.block.LZ4BlockError as e:
                     if total + block_max > cap:
                         raise TooBig(f"lz4 data decompresses to more than {cap} bytes") from None
@@ -168,13 +180,14 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
             if total > cap:
                 raise TooBig(f"lz4 data decompresses to more than {cap} bytes")
             out.append(block)
+            if not independent:
+                history = (history + block)[-65536:]
             pos += size + block_sum
         if pos > n:
             raise CodecError("lz4: the data ends inside a checksum")
     return b"".join(out)
 
 
-_ZSTD = zstandard.ZstdDecompressor()
 ZSTD_MAX_RATIO = 1 << 15  # one 128 KiB block from a 4-byte RLE block: zstd's largest output per input byte
 
 
@@ -183,22 +196,22 @@ def _zstd(payload: memoryview, cap: int) -> bytes:
     in pieces small enough that one piece cannot pass the cap by more than itself could."""
     out: list[bytes] = []
     total = 0
-    data = bytes(payload)
-    while data:
-        d = _ZSTD.decompressobj()
-        pos = 0
+    pos = 0
+    n = len(payload)
+    zd = zstandard.ZstdDecompressor()  # one per call: a decompression context is not shared across threads
+    while pos < n:
+        d = zd.decompressobj()
         try:
-            while not d.eof and pos < len(data):
-                piece = max(64, (cap + 1 - total) // ZSTD_MAX_RATIO)
-                chunk = d.decompress(data[pos : pos + piece])
-                pos += piece
+            while not d.eof and pos < n:
+                piece = payload[pos : pos + min(FEED, max(64, (cap + 1 - total) // ZSTD_MAX_RATIO))]
+                chunk = d.decompress(piece)
                 total += len(chunk)
                 if total > cap:
                     raise TooBig(f"zstd data decompresses to more than {cap} bytes")
                 out.append(chunk)
+                pos += len(piece) - (len(d.unused_data) if d.eof else 0)
         except zstandard.ZstdError as e:
             raise CodecError(f"zstd: {e}") from None
         if not d.eof:
             raise CodecError("zstd: the data ends inside a frame")
-        data = d.unused_data + data[pos:]
     return b"".join(out)

@@ -28,6 +28,7 @@ OFFSETS_LIMIT = (1 << 31) - 1  # int32 Arrow offsets: a column chunk holds less 
 
 _REASONS = {
     k.R_LENGTH: "batch length {d1} is below the {d2} bytes its format needs",
+    # (a length below 5 ends the value: the batch's bytes are then the rest of it)
     k.R_MAGIC: "unknown magic {d1}",
     k.R_CRC: "{crc} mismatch: stored {d1:#010x}, computed {d2:#010x}",
     k.R_CODEC: "unknown compression codec {d1} for magic {d2}",
@@ -97,6 +98,8 @@ def decode_records(
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
+    if not 0 < max_uncompressed <= OFFSETS_LIMIT:
+        raise ValueError(f"max_uncompressed must be between 1 and {OFFSETS_LIMIT} (int32 Arrow offsets)")
     data, starts, ends = byte_ranges(records)
     counts = np.empty(len(starts), np.int64)
     nb = int(k.count_batches(data, starts, ends, counts))
