@@ -17,7 +17,7 @@ from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
 from arrowkafka.traffic.pairing import row_chunks
-from arrowkafka.traffic.records import SOURCES, record_schemas, records_of
+from arrowkafka.traffic.records import SOURCES, learn_topic_names, record_schemas, records_of
 from arrowkafka.traffic.summary import Summary
 
 __all__ = ["decode_capture"]
@@ -53,6 +53,7 @@ def decode_capture(
     writers: dict[str, pq.ParquetWriter] = {}
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
     held_bytes = 0
+    topic_names: dict[bytes, str] = {}  # topic id -> name, from the Metadata responses seen so far
 
     def write(message: str, schema: pa.Schema) -> None:
         # few, large row groups: each costs metadata kept in memory until the file is closed
@@ -69,9 +70,12 @@ def decode_capture(
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
             held["_rejects"] += [rejects, *bad]
+            learn_topic_names(tables, topic_names)
             for message in [m for m in tables if m in SOURCES]:  # in the tables' order: reproducible
                 for part in tables[message]:
-                    rt = records_of(part, message, summary.record_batches, payloads, headers.capture)
+                    rt = records_of(
+                        part, message, summary.record_batches, payloads, headers.capture, topic_names
+                    )
                     summary.record_batches += rt.batches.num_rows
                     summary.records += rt.records.num_rows
                     summary.record_rejects += rt.rejects.num_rows

@@ -16,7 +16,7 @@ from arrowkafka.records.control import MARKERS_SCHEMA
 from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 
-__all__ = ["SOURCES", "RecordTables", "record_schemas", "records_of"]
+__all__ = ["SOURCES", "TOPIC_NAMES", "RecordTables", "learn_topic_names", "record_schemas", "records_of"]
 
 # message -> (topics list, topic name field, topic id field, partitions list, partition index field)
 SOURCES = {
@@ -38,7 +38,7 @@ LINK = pa.schema(
             "_message", pa.string(), nullable=False, metadata={"about": "ProduceRequest, FetchResponse, ..."}
         ),
         pa.field("_version", pa.int16(), nullable=False),
-        pa.field("topic", pa.string(), metadata={"about": "null where the message names topics by id"}),
+        pa.field("topic", pa.string(), metadata={"about": "by id: from the capture's Metadata, else null"}),
         pa.field("topic_id", _UUID),
         pa.field("partition", pa.int32(), nullable=False),
         pa.field(
@@ -70,9 +70,32 @@ class RecordTables:
     rejects: pa.Table  # rows of _rejects
 
 
-def records_of(table: pa.Table, message: str, first_id: int, payloads: bool, capture: str) -> RecordTables:
+# responses that name a topic and its id: where a topic id seen in records gets its name
+TOPIC_NAMES = {"MetadataResponse": "topics", "CreateTopicsResponse": "topics"}
+
+
+def learn_topic_names(tables: dict[str, list[pa.Table]], names: dict[bytes, str]) -> None:
+    """Add to ``names`` (topic id bytes -> name) what the decoded responses in ``tables`` say."""
+    for message, column in TOPIC_NAMES.items():
+        for table in tables.get(message, []):
+            topic = pc.list_flatten(table.column(column).combine_chunks())
+            ids = pc.struct_field(topic, "topic_id").storage.to_pylist()
+            for tid, name in zip(ids, pc.struct_field(topic, "name").to_pylist(), strict=True):
+                if tid is not None and tid != bytes(16) and name:
+                    names[tid] = name
+
+
+def records_of(
+    table: pa.Table,
+    message: str,
+    first_id: int,
+    payloads: bool,
+    capture: str,
+    topic_names: dict[bytes, str] | None = None,
+) -> RecordTables:
     """The records of every ``records`` field of ``table`` (decoded rows of ``message``, frame
-    columns first); batch ids count from ``first_id``."""
+    columns first); batch ids count from ``first_id``. A topic named only by its id gets its
+    name from ``topic_names`` (what the capture's Metadata responses said so far)."""
     topics_list, name_field, id_field, parts_list, index_field = SOURCES[message]
     schemas = record_schemas(payloads)
     topics = table.column(topics_list).combine_chunks()
@@ -98,6 +121,12 @@ def records_of(table: pa.Table, message: str, first_id: int, payloads: bool, cap
         storage = pc.take(pc.struct_field(topic, id_field), part_topic).storage
         zero = pc.equal(storage, pa.scalar(bytes(16), storage.type))
         ids = pa.ExtensionArray.from_storage(_UUID, pc.if_else(zero, pa.scalar(None, storage.type), storage))
+        if topic_names:
+            known = pa.array(list(topic_names), pa.binary(16))
+            found = pc.take(
+                pa.array(list(topic_names.values()), pa.string()), pc.index_in(ids.storage, known)
+            )
+            names = pc.coalesce(names, found)
     link = pa.Table.from_arrays(
         [
             *frame.columns,
