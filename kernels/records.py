@@ -515,6 +515,20 @@ def _where(hdr, b, buf_pos):
 
 
 @njit(inline="always")
+def _length(buf, pos, end, lowest):
+    """A zigzag length or count, at least ``lowest`` (-1 where a null is allowed) and at most
+    the bytes left before ``end`` -> (n, pos, error): R_VARINT, R_OVERRUN or R_NEGATIVE, whose
+    details are n and the bytes left."""
+    n, pos, err = _zigzag(buf, pos, end, 32)
+    if err == OK:
+        if n < lowest:
+            err = R_NEGATIVE
+        elif n > end - pos:
+            err = R_OVERRUN
+    return n, pos, err
+
+
+@njit(inline="always")
 def _copy(src, pos, n, dst, at):
     dst[at : at + n] = src[pos : pos + n]
 
@@ -553,13 +567,9 @@ def _walk_v2(
         if found == count:
             return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
         rec_start = pos
-        rlen, pos, err = _zigzag(buf, pos, end, 32)
+        rlen, pos, err = _length(buf, pos, end, 0)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, rec_start, 0, 0)
-        if rlen < 0:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, rec_start, rlen, 0)
-        if rlen > end - pos:
-            return _fail_at(hdr, b, fill, R_OVERRUN, rec_start, rlen, end - pos)
+            return _fail_at(hdr, b, fill, err, rec_start, rlen, end - pos)
         rend = pos + rlen
         if rend - pos < 1:
             return _fail_at(hdr, b, fill, R_OVERRUN, pos, 1, 0)
@@ -571,38 +581,27 @@ def _walk_v2(
         if err != OK:
             return _fail_at(hdr, b, fill, err, pos, 0, 0)
         at = pos
-        klen, pos, err = _zigzag(buf, pos, rend, 32)
+        klen, pos, err = _length(buf, pos, rend, -1)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, 0, 0)
-        if klen < -1:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, at, klen, 0)
-        if klen > rend - pos:
-            return _fail_at(hdr, b, fill, R_OVERRUN, at, klen, rend - pos)
+            return _fail_at(hdr, b, fill, err, at, klen, rend - pos)
         kpos = pos
         pos += max(klen, 0)
         at = pos
-        vlen, pos, err = _zigzag(buf, pos, rend, 32)
+        vlen, pos, err = _length(buf, pos, rend, -1)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, 0, 0)
-        if vlen < -1:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, at, vlen, 0)
-        if vlen > rend - pos:
-            return _fail_at(hdr, b, fill, R_OVERRUN, at, vlen, rend - pos)
+            return _fail_at(hdr, b, fill, err, at, vlen, rend - pos)
         vpos = pos
         pos += max(vlen, 0)
         at = pos
-        nh, pos, err = _zigzag(buf, pos, rend, 32)
+        nh, pos, err = _length(buf, pos, rend, 0)  # no more headers than bytes left: a bounded loop
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, 0, 0)
-        if nh < 0:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, at, nh, 0)
-        if nh > rend - pos:  # each header takes at least one byte... two, in fact
-            return _fail_at(hdr, b, fill, R_OVERRUN, at, nh, rend - pos)
+            return _fail_at(hdr, b, fill, err, at, nh, rend - pos)
+        ts = max_ts if log_append else base_ts + ts_delta
         n = t[0]
         if fill:
             r_batch[n] = b
             r_offset[n] = base_offset + off_delta
-            r_ts[n] = max_ts if log_append else base_ts + ts_delta
+            r_ts[n] = ts
             r_size[n] = rend - rec_start
             r_key_size[n] = klen
             r_value_size[n] = vlen
@@ -617,25 +616,17 @@ def _walk_v2(
             t[2] += max(vlen, 0)
         for _ in range(nh):
             at = pos
-            hk, pos, err = _zigzag(buf, pos, rend, 32)
+            hk, pos, err = _length(buf, pos, rend, 0)
             if err != OK:
-                return _fail_at(hdr, b, fill, err, at, 0, 0)
-            if hk < 0:
-                return _fail_at(hdr, b, fill, R_NEGATIVE, at, hk, 0)
-            if hk > rend - pos:
-                return _fail_at(hdr, b, fill, R_OVERRUN, at, hk, rend - pos)
+                return _fail_at(hdr, b, fill, err, at, hk, rend - pos)
             if not fill and not _utf8_ok(buf, pos, hk):
                 return _fail_at(hdr, b, fill, R_UTF8, pos, hk, 0)
             hkpos = pos
             pos += hk
             at = pos
-            hv, pos, err = _zigzag(buf, pos, rend, 32)
+            hv, pos, err = _length(buf, pos, rend, -1)
             if err != OK:
-                return _fail_at(hdr, b, fill, err, at, 0, 0)
-            if hv < -1:
-                return _fail_at(hdr, b, fill, R_NEGATIVE, at, hv, 0)
-            if hv > rend - pos:
-                return _fail_at(hdr, b, fill, R_OVERRUN, at, hv, rend - pos)
+                return _fail_at(hdr, b, fill, err, at, hv, rend - pos)
             if fill:
                 h = t[3]
                 hk_size[h] = hk
