@@ -23,8 +23,7 @@ import pyarrow.parquet as pq
 
 from arrowkafka.errors import ArrowKafkaError
 from arrowkafka.records import Records, decode_records
-from arrowkafka.records.control import MARKERS_SCHEMA
-from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
+from arrowkafka.records.tables import linked_schemas
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
@@ -54,17 +53,7 @@ REJECTS = pa.schema(
 
 
 def segment_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
-    records = [
-        f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
-    ]
-    return {
-        "_record_batches": pa.schema([*LINK, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
-        "_records": pa.schema([*LINK, *records]),
-        "_record_markers": pa.schema(
-            [*LINK, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
-        ),
-        "_rejects": REJECTS,
-    }
+    return {**linked_schemas(list(LINK), payloads), "_rejects": REJECTS}
 
 
 @dataclass
@@ -79,6 +68,16 @@ class SegmentSummary:
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
     tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
     first_batch_id: int = 0  # batch ids count from here
+
+    def add(self, other: SegmentSummary) -> None:
+        """Count ``other`` (another job's, a Spark task's) in."""
+        for name in ("files", "bytes", "batches", "records", "rejects"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.partial += other.partial
+        self.unread.update(other.unread)
+        for mine, theirs in ((self.codecs, other.codecs), (self.tables, other.tables)):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n
 
     def render(self) -> str:
         codecs = ", ".join(f"{c} {n}" for c, n in sorted(self.codecs.items()))

@@ -12,12 +12,11 @@ so set ``NUMBA_CACHE_DIR`` to a folder the workers can write, and each worker co
 
 from .captures import CaptureSummary, capture_frames, decode_captures, decoded_frames
 from .columns import decode_cluster_metadata, decode_column, decode_consumer_offsets
-from .records import SegmentsSummary, decode_records_column, decode_segments
+from .records import decode_records_column, decode_segments
 from .types import spark_arrow_type, spark_type
 
 __all__ = [
     "CaptureSummary",
-    "SegmentsSummary",
     "capture_frames",
     "decode_captures",
     "decode_cluster_metadata",

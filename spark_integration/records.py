@@ -1,12 +1,11 @@
 """Record batches on Spark: a DataFrame column of ``records`` values decoded inside
 ``mapInArrow`` (``decode_records_column``), and log segment files read one task per file
 (``decode_segments``). Each task runs ``arrowkafka.records`` as a local job would; the driver
-only declares types, so it never loads Numba."""
+builds only the schemas (its imports of ``arrowkafka.records`` load Numba, but compile nothing)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,29 +16,23 @@ from .types import spark_arrow_type, spark_type
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SegmentsSummary", "decode_records_column", "decode_segments"]
+    from arrowkafka.segments import SegmentSummary
+
+__all__ = ["decode_records_column", "decode_segments"]
 
 WHAT = ("records", "batches")
 
 
-def _batch_fields() -> list[pa.Field]:
-    from arrowkafka.records.tables import BATCHES_SCHEMA
-
-    return [f for f in BATCHES_SCHEMA if f.name != "row"]
-
-
-def _record_fields(payloads: bool) -> list[pa.Field]:
-    from arrowkafka.records.tables import RECORDS_SCHEMA
-
-    return [f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))]
-
-
 def _out_fields(kept: list[pa.Field], what: str, payloads: bool) -> list[pa.Field]:
     """The Arrow fields (as Spark exchanges them) of the rows ``decode_records_column`` makes."""
+    from arrowkafka.records.tables import linked_schemas
+
+    tables = linked_schemas([], payloads)  # decode_records' tables without their row and batch indices
+    batch_fields = list(tables["_record_batches"])
     if what == "batches":
-        fields = [*kept, *_batch_fields()]
+        fields = [*kept, *batch_fields]
     else:
-        fields = [*kept, pa.field("batch", pa.struct(_batch_fields())), *_record_fields(payloads)]
+        fields = [*kept, pa.field("batch", pa.struct(batch_fields)), *tables["_records"]]
     return [f.with_type(spark_arrow_type(f.type)).with_nullable(True) for f in fields]
 
 
@@ -93,50 +86,33 @@ def decode_records_column(
     return df.mapInArrow(_DecodeRecords(column, what, payloads, out), spark_schema)
 
 
-@dataclass
-class SegmentsSummary:
-    files: int = 0
-    batches: int = 0
-    records: int = 0
-    rejects: int = 0
-    partial: list[str] = field(default_factory=list)
-    outdir: str = ""
-
-
 def _segment_task(outdir: str, payloads: bool) -> Any:
-    def run(index: int, files: Iterator[str]) -> Iterator[dict[str, Any]]:
+    def run(index: int, files: Iterator[str]) -> Iterator[SegmentSummary]:
         from arrowkafka.segments import decode_segments as decode
 
         for path in files:
-            s = decode(
+            yield decode(
                 [path], outdir, payloads=payloads, part=f"part-{index:05d}", first_batch_id=index << 40
             )
-            yield {"files": s.files, "batches": s.batches, "records": s.records, "rejects": s.rejects,
-                   "partial": s.partial}  # fmt: skip
 
     return run
 
 
 def decode_segments(
     spark: SparkSession, paths: str | Sequence[str], outdir: str | Path, *, payloads: bool = True
-) -> SegmentsSummary:
+) -> SegmentSummary:
     """Log segment files (or the ``*.log`` files under folders) decoded on Spark, one task per
     file, into ``outdir``: ``_record_batches.parquet``, ``_records.parquet``, ... each a folder
-    of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes. The
-    workers must see the paths and ``outdir`` (local mode, or a shared file system)."""
-    from arrowkafka.segments import segment_files
+    of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes; the
+    tasks' summaries added up. The workers must see the paths and ``outdir`` (local mode, or a
+    shared file system)."""
+    from arrowkafka.segments import SegmentSummary, segment_files
 
     files = [str(p) for p in segment_files([paths] if isinstance(paths, str) else paths)]
-    out = str(outdir)
-    Path(out).mkdir(parents=True, exist_ok=True)
-    summary = SegmentsSummary(outdir=out)
-    if not files:
-        return summary
-    rdd = spark.sparkContext.parallelize(files, len(files))
-    for s in rdd.mapPartitionsWithIndex(_segment_task(out, payloads)).collect():
-        summary.files += s["files"]
-        summary.batches += s["batches"]
-        summary.records += s["records"]
-        summary.rejects += s["rejects"]
-        summary.partial += s["partial"]
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    summary = SegmentSummary()
+    if files:
+        rdd = spark.sparkContext.parallelize(files, len(files))
+        for task in rdd.mapPartitionsWithIndex(_segment_task(str(outdir), payloads)).collect():
+            summary.add(task)
     return summary

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from arrowkafka.kernels import records as k
 from arrowkafka.records.codecs import CODECS
+from arrowkafka.records.control import MARKERS_SCHEMA
 
 __all__ = [
     "BATCHES_SCHEMA",
@@ -78,6 +79,22 @@ REJECTS_SCHEMA = pa.schema(
         pa.field("raw", pa.binary(), nullable=False),  # the batch's bytes, as far as the element holds them
     ]
 )
+
+
+def linked_schemas(link: list[pa.Field], payloads: bool = True) -> dict[str, pa.Schema]:
+    """The record tables a job writes (``_record_batches``, ``_records``, ``_record_markers``):
+    ``link`` (where each batch came from, and a ``batch_id``) in place of the row and batch
+    indices of ``decode_records``' tables; keys and values only with ``payloads``."""
+    records = [
+        f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
+    ]
+    return {
+        "_record_batches": pa.schema([*link, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
+        "_records": pa.schema([*link, *records]),
+        "_record_markers": pa.schema(
+            [*link, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
+        ),
+    }
 
 
 def _validity(mask: np.ndarray) -> pa.Buffer | None:

@@ -12,8 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.records import decode_records
-from arrowkafka.records.control import MARKERS_SCHEMA
-from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
+from arrowkafka.records.tables import linked_schemas
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 
 __all__ = ["SOURCES", "TOPIC_NAMES", "RecordTables", "learn_topic_names", "record_schemas", "records_of"]
@@ -50,16 +49,7 @@ LINK = pa.schema(
 
 def record_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
     """The schemas of the three record tables a capture job writes."""
-    records = [
-        f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
-    ]
-    return {
-        "_record_batches": pa.schema([*LINK, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
-        "_records": pa.schema([*LINK, *records]),
-        "_record_markers": pa.schema(
-            [*LINK, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
-        ),
-    }
+    return linked_schemas(list(LINK), payloads)
 
 
 @dataclass
