@@ -176,16 +176,28 @@ def _crc32c_u8(typingctx, crc, byte):
     return sig, codegen
 
 
+@intrinsic
+def _load_u64(typingctx, arr, i):
+    """The 8 bytes at arr[i:i + 8] as one little-endian word: one unaligned load, where a loop
+    of byte loads and shifts is not always merged into one (only where HW_CRC32C: x86)."""
+    sig = types.uint64(arr, i)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.intp)
+        ptr = builder.bitcast(builder.gep(a.data, [at]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def crc32c_hw(data, start, end):
     """CRC-32C of data[start:end] by the CPU's instruction (only where HW_CRC32C)."""
     c = np.uint32(0xFFFFFFFF)
     i = start
     while end - i >= 8:
-        w = np.uint64(0)
-        for j in range(8):
-            w |= np.uint64(data[i + j]) << np.uint64(8 * j)
-        c = _crc32c_u64(c, w)
+        c = _crc32c_u64(c, _load_u64(data, i))
         i += 8
     while i < end:
         c = _crc32c_u8(c, data[i])
@@ -419,21 +431,25 @@ def walk_records(
     r_size,
     r_key_size,
     r_value_size,
+    k_off,
     k_data,
+    v_off,
     v_data,
-    h_start,
-    hk_size,
+    h_off,
+    hk_off,
     hk_data,
     hv_size,
+    hv_off,
     hv_data,
 ):
     """Walk the records of batches b0..b1 that read well.
 
     ``fill=False`` (count): checks every record and sets H_NREC and the byte counts of each
     batch, or its error. ``fill=True``: the caller sized every column from those counts; the
-    same walk writes record ``n`` at index ``n`` of each column, keys and values back to back in
-    ``k_data``/``v_data`` (their sizes tell where each starts; -1 is null), headers likewise
-    (``h_start[n]``: the record's first header).
+    same walk writes record ``n`` at index ``n`` of each column, in Arrow's own layout so the
+    arrays wrap them as they are: int32 sizes (-1: null), keys and values back to back in
+    ``k_data``/``v_data`` with ``k_off[n]``/``v_off[n]`` where each starts, headers likewise
+    (``h_off[n]``: the record's first header). The caller writes the last offsets (the totals).
     Returns the totals (records, key bytes, value bytes, headers, header key bytes, header value
     bytes) of the batches walked.
     """
@@ -463,12 +479,15 @@ def walk_records(
                 r_size,
                 r_key_size,
                 r_value_size,
+                k_off,
                 k_data,
+                v_off,
                 v_data,
-                h_start,
-                hk_size,
+                h_off,
+                hk_off,
                 hk_data,
                 hv_size,
+                hv_off,
                 hv_data,
             )
         else:
@@ -488,9 +507,11 @@ def walk_records(
                 r_size,
                 r_key_size,
                 r_value_size,
+                k_off,
                 k_data,
+                v_off,
                 v_data,
-                h_start,
+                h_off,
             )
         if fill:
             continue
@@ -528,9 +549,32 @@ def _length(buf, pos, end, lowest):
     return n, pos, err
 
 
-@njit(inline="always")
-def _copy(src, pos, n, dst, at):
-    dst[at : at + n] = src[pos : pos + n]
+@intrinsic
+def _memcpy(typingctx, dst, at, src, pos, n):
+    """dst[at:at + n] = src[pos:pos + n] as one ``memcpy``: Numba's slice assignment builds two
+    views and copies byte by byte (the caller checked the bounds)."""
+    sig = types.void(dst, at, src, pos, n)
+
+    def codegen(context, builder, signature, args):
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[2])(context, builder, args[2])
+        at_, pos_, n_ = (context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 3, 4))
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_]), builder.gep(s.data, [pos_]), n_, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+if config.DISABLE_JIT:  # the kernels run as Python: numpy's slice copy, bounds checked
+
+    def _copy(src, pos, n, dst, at):
+        dst[at : at + n] = src[pos : pos + n]
+
+else:
+
+    @njit(inline="always")
+    def _copy(src, pos, n, dst, at):
+        _memcpy(dst, at, src, pos, n)
 
 
 @njit(cache=True, nogil=True)
@@ -549,12 +593,15 @@ def _walk_v2(
     r_size,
     r_key_size,
     r_value_size,
+    k_off,
     k_data,
+    v_off,
     v_data,
-    h_start,
-    hk_size,
+    h_off,
+    hk_off,
     hk_data,
     hv_size,
+    hv_off,
     hv_data,
 ):
     count = hdr[H_COUNT, b]
@@ -605,7 +652,9 @@ def _walk_v2(
             r_size[n] = rend - rec_start
             r_key_size[n] = klen
             r_value_size[n] = vlen
-            h_start[n] = t[3]
+            k_off[n] = t[1]
+            v_off[n] = t[2]
+            h_off[n] = t[3]
             if payloads:
                 if klen > 0:
                     _copy(buf, kpos, klen, k_data, t[1])
@@ -629,9 +678,10 @@ def _walk_v2(
                 return _fail_at(hdr, b, fill, err, at, hv, rend - pos)
             if fill:
                 h = t[3]
-                hk_size[h] = hk
+                hk_off[h] = t[4]
                 _copy(buf, hkpos, hk, hk_data, t[4])
                 hv_size[h] = hv
+                hv_off[h] = t[5]
                 if hv > 0:
                     _copy(buf, pos, hv, hv_data, t[5])
             pos += max(hv, 0)
@@ -664,9 +714,11 @@ def _walk_legacy(
     r_size,
     r_key_size,
     r_value_size,
+    k_off,
     k_data,
+    v_off,
     v_data,
-    h_start,
+    h_off,
 ):
     """The records of a magic 0/1 batch: the message itself, or a wrapper's inner messages."""
     magic = hdr[H_MAGIC, b]
@@ -735,7 +787,9 @@ def _walk_legacy(
             r_size[n] = stop - msg
             r_key_size[n] = klen
             r_value_size[n] = vlen
-            h_start[n] = t[3]
+            k_off[n] = t[1]
+            v_off[n] = t[2]
+            h_off[n] = t[3]
             if payloads:
                 if klen > 0:
                     _copy(buf, kpos, klen, k_data, t[1])

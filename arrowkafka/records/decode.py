@@ -107,8 +107,7 @@ def decode_records(
     k.read_batches(data, starts, ends, hdr, k.CRC32_TABLE, k.CRC32C_TABLE, verify_crc)
     messages: dict[int, str] = {}
     inner = _decompress(data, hdr, max_uncompressed, messages)
-    empty, e8 = np.zeros(0, np.int64), np.zeros(0, np.uint8)
-    none = (empty,) * 6 + (e8, e8, empty, empty, e8, empty, e8)  # the counting pass writes no column
+    none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()  # counting writes no column
     totals = k.walk_records(data, inner, hdr, 0, nb, False, k.CRC32_TABLE, payloads, *none)
     bad = np.flatnonzero(hdr[k.H_STATUS] >= k.R_LENGTH)
     if errors == "raise" and len(bad):

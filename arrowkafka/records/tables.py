@@ -116,16 +116,6 @@ def _bool(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     return pa.array(values.astype(bool), mask=None if mask is None else ~mask)
 
 
-def _binary(sizes: np.ndarray, data: np.ndarray, type_: pa.DataType | None = None) -> pa.Array:
-    """A binary (or string) array from each value's size (-1: null) and the values back to back."""
-    type_ = type_ or pa.binary()
-    offsets = np.zeros(len(sizes) + 1, np.int32)
-    np.cumsum(np.maximum(sizes, 0), out=offsets[1:])
-    return pa.Array.from_buffers(
-        type_, len(sizes), [_validity(sizes >= 0), pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
 def _names(index: np.ndarray, names: tuple[str, ...], mask: np.ndarray) -> pa.Array:
     """Strings picked from ``names`` by index, null where ``mask`` is False."""
     dictionary = pa.array(names, pa.string())
@@ -208,7 +198,8 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
 
 @dataclass
 class RecordColumns:
-    """The buffers ``walk_records`` fills, allocated once from the counting pass."""
+    """The buffers ``walk_records`` fills, allocated once from the counting pass, in Arrow's
+    layout: int32 sizes and offsets (each offsets array one longer than its column)."""
 
     batch: np.ndarray
     offset: np.ndarray
@@ -216,12 +207,15 @@ class RecordColumns:
     size: np.ndarray
     key_size: np.ndarray
     value_size: np.ndarray
+    key_offsets: np.ndarray
     key_data: np.ndarray
+    value_offsets: np.ndarray
     value_data: np.ndarray
-    header_start: np.ndarray
-    hkey_size: np.ndarray
+    header_offsets: np.ndarray
+    hkey_offsets: np.ndarray
     hkey_data: np.ndarray
     hvalue_size: np.ndarray
+    hvalue_offsets: np.ndarray
     hvalue_data: np.ndarray
 
     @classmethod
@@ -229,47 +223,72 @@ class RecordColumns:
         def i64(m: int) -> np.ndarray:
             return np.empty(m, np.int64)
 
+        def i32(m: int) -> np.ndarray:
+            return np.empty(m, np.int32)
+
+        def offsets(m: int, total: int) -> np.ndarray:
+            out = np.empty(m + 1, np.int32)
+            out[m] = total  # the walk writes where each value starts; the end is the total
+            return out
+
         def u8(m: int) -> np.ndarray:
             return np.empty(m, np.uint8)
 
-        return cls(i64(n), i64(n), i64(n), i64(n), i64(n), i64(n), u8(key), u8(value), i64(n), i64(nh),
-                   u8(hkey), i64(nh), u8(hvalue))  # fmt: skip
+        return cls(i64(n), i64(n), i64(n), i32(n), i32(n), i32(n), offsets(n, key), u8(key),
+                   offsets(n, value), u8(value), offsets(n, nh), offsets(nh, hkey), u8(hkey), i32(nh),
+                   offsets(nh, hvalue), u8(hvalue))  # fmt: skip
 
     def kernel_args(self) -> tuple[Any, ...]:
-        return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size, self.key_data,
-                self.value_data, self.header_start, self.hkey_size, self.hkey_data, self.hvalue_size,
+        return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size,
+                self.key_offsets, self.key_data, self.value_offsets, self.value_data, self.header_offsets,
+                self.hkey_offsets, self.hkey_data, self.hvalue_size, self.hvalue_offsets,
                 self.hvalue_data)  # fmt: skip
 
     def to_batch(self, kept: np.ndarray | None = None) -> pa.RecordBatch:
         """``kept``: records whose key and value bytes were copied (all when None); the others
         get null keys and values here (their sizes stay in ``key_size``, ``value_size``)."""
         n = len(self.batch)
-        ks, vs = self.key_size, self.value_size
+        key_valid, value_valid = self.key_size >= 0, self.value_size >= 0
+        kept_key, kept_value = key_valid, value_valid
         if kept is not None:
-            ks, vs = np.where(kept, ks, -1), np.where(kept, vs, -1)
-        list_offsets = np.empty(n + 1, np.int32)
-        list_offsets[:n] = self.header_start
-        list_offsets[n] = len(self.hkey_size)
+            kept_key, kept_value = key_valid & kept, value_valid & kept
         headers = pa.StructArray.from_arrays(
             [
-                _binary(self.hkey_size, self.hkey_data, pa.string()),
-                _binary(self.hvalue_size, self.hvalue_data),
+                _wrap(pa.string(), self.hkey_offsets, self.hkey_data),
+                _wrap(pa.binary(), self.hvalue_offsets, self.hvalue_data, self.hvalue_size >= 0),
             ],
             fields=list(HEADER),
         )
+        list_type = RECORDS_SCHEMA.field("headers").type
         return pa.RecordBatch.from_arrays(
             [
-                _int(self.batch, pa.int64()),
-                _int(self.offset, pa.int64()),
-                _int(self.ts, TS, self.ts != -1),
-                _binary(ks, self.key_data),
-                _binary(vs, self.value_data),
-                pa.ListArray.from_arrays(pa.array(list_offsets), headers).cast(
-                    RECORDS_SCHEMA.field("headers").type
+                _wrap(pa.int64(), self.batch),
+                _wrap(pa.int64(), self.offset),
+                _wrap(TS, self.ts, valid=self.ts != -1),
+                _wrap(pa.binary(), self.key_offsets, self.key_data, kept_key),
+                _wrap(pa.binary(), self.value_offsets, self.value_data, kept_value),
+                pa.Array.from_buffers(
+                    list_type, n, [None, pa.py_buffer(self.header_offsets)], children=[headers]
                 ),
-                _int(self.size, pa.int32()),
-                _int(self.key_size, pa.int32(), self.key_size >= 0),
-                _int(self.value_size, pa.int32(), self.value_size >= 0),
+                _wrap(pa.int32(), self.size),
+                _wrap(pa.int32(), self.key_size, valid=key_valid),
+                _wrap(pa.int32(), self.value_size, valid=value_valid),
             ],
             schema=RECORDS_SCHEMA,
         )
+
+
+def _wrap(
+    type_: pa.DataType,
+    first: np.ndarray,
+    data: np.ndarray | None = None,
+    valid: np.ndarray | None = None,
+    children: list[pa.Array] | None = None,
+) -> pa.Array:
+    """An Arrow array over the kernel's buffers as they are: ``first`` is the values (fixed
+    width) or the offsets (binary and string: ``data`` holds the bytes; list: ``children``)."""
+    n = len(first) - (data is not None or children is not None)
+    bufs = [None if valid is None else _validity(valid), pa.py_buffer(first)]
+    if data is not None:
+        bufs.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(type_, n, bufs, children=children)
