@@ -78,13 +78,19 @@ def decode_records(
     payloads: bool = True,
     verify_crc: bool = True,
     max_uncompressed: int = 256 << 20,
+    views: bool = False,
 ) -> Records:
     """Kafka record batches (magic 0, 1, 2; every codec) into Arrow tables: see
     ``arrowkafka.records.decode_records``."""
     from arrowkafka.records import decode_records as _decode_records  # loads pyarrow and Numba
 
     return _decode_records(
-        records, errors=errors, payloads=payloads, verify_crc=verify_crc, max_uncompressed=max_uncompressed
+        records,
+        errors=errors,
+        payloads=payloads,
+        verify_crc=verify_crc,
+        max_uncompressed=max_uncompressed,
+        views=views,
     )
 
 

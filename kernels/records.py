@@ -191,11 +191,55 @@ def _load_u64(typingctx, arr, i):
     return sig, codegen
 
 
+CRC_LANE = 512  # bytes per lane: crc32c_hw runs three lanes of this side by side
+
+
+def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
+    """4 x 256 tables of the linear map "n zero bytes more" on a raw CRC register: the register
+    after A + B is shift(register after A) ^ (register after B started from zero)."""
+    basis = np.array([1 << j for j in range(32)], dtype=np.uint32)
+    for _ in range(n):  # all 32 basis vectors a zero byte at a time
+        basis = table0[basis & np.uint32(0xFF)] ^ (basis >> np.uint32(8))
+    out = np.zeros((4, 256), dtype=np.uint32)
+    for k in range(4):
+        for b in range(256):
+            for j in range(8):
+                if b >> j & 1:
+                    out[k, b] ^= basis[8 * k + j]
+    return out
+
+
+CRC32C_SHIFT = _shift_tables(_crc_tables(0x82F63B78)[0], CRC_LANE)
+
+
+@njit(inline="always")
+def _shift(c):
+    """The CRC-32C register c followed by CRC_LANE zero bytes."""
+    return (
+        CRC32C_SHIFT[0, c & np.uint32(0xFF)]
+        ^ CRC32C_SHIFT[1, (c >> np.uint32(8)) & np.uint32(0xFF)]
+        ^ CRC32C_SHIFT[2, (c >> np.uint32(16)) & np.uint32(0xFF)]
+        ^ CRC32C_SHIFT[3, c >> np.uint32(24)]
+    )
+
+
 @njit(cache=True, nogil=True)
 def crc32c_hw(data, start, end):
-    """CRC-32C of data[start:end] by the CPU's instruction (only where HW_CRC32C)."""
+    """CRC-32C of data[start:end] by the CPU's instruction (only where HW_CRC32C). The
+    instruction takes 3 cycles and can start one a cycle, so three lanes of CRC_LANE bytes run
+    side by side and are joined by ``_shift``; then one lane for the rest."""
     c = np.uint32(0xFFFFFFFF)
     i = start
+    while end - i >= 3 * CRC_LANE:
+        a = c
+        b = np.uint32(0)
+        d = np.uint32(0)
+        for j in range(i, i + CRC_LANE, 8):
+            a = _crc32c_u64(a, _load_u64(data, j))
+            b = _crc32c_u64(b, _load_u64(data, j + CRC_LANE))
+            d = _crc32c_u64(d, _load_u64(data, j + 2 * CRC_LANE))
+        c = _shift(_shift(a) ^ b) ^ d
+        i += 3 * CRC_LANE
     while end - i >= 8:
         c = _crc32c_u64(c, _load_u64(data, i))
         i += 8
@@ -246,6 +290,9 @@ def _zigzag(data, pos, end, bits):
     if pos < end and data[pos] < 0x80:  # one byte: most record fields
         u = np.int64(data[pos])
         return (u >> 1) ^ -(u & 1), pos + 1, OK
+    if pos + 1 < end and data[pos + 1] < 0x80:  # two: deltas and lengths up to 8191
+        u = np.int64(data[pos] & 0x7F) | (np.int64(data[pos + 1]) << 7)
+        return (u >> 1) ^ -(u & 1), pos + 2, OK
     v, pos, err = _uvarint(data, pos, end, bits)
     if err != OK:
         return np.int64(0), pos, R_OVERRUN if err == E_TRUNCATED else R_VARINT
@@ -424,6 +471,8 @@ def walk_records(
     fill,
     crc32_table,
     payloads,
+    views,
+    inner_first,
     # the columns; written only when ``fill`` (any arrays when not)
     r_batch,
     r_offset,
@@ -441,6 +490,8 @@ def walk_records(
     hv_size,
     hv_off,
     hv_data,
+    k_view,
+    v_view,
 ):
     """Walk the records of batches b0..b1 that read well.
 
@@ -450,6 +501,8 @@ def walk_records(
     arrays wrap them as they are: int32 sizes (-1: null), keys and values back to back in
     ``k_data``/``v_data`` with ``k_off[n]``/``v_off[n]`` where each starts, headers likewise
     (``h_off[n]``: the record's first header). The caller writes the last offsets (the totals).
+    ``views``: keys and values are not copied; ``k_view``/``v_view`` get Arrow's 16-byte views
+    into ``data`` (buffers 0..) or ``inner`` (buffers ``inner_first``..), see ``_put_view``.
     Returns the totals (records, key bytes, value bytes, headers, header key bytes, header value
     bytes) of the batches walked.
     """
@@ -461,6 +514,7 @@ def walk_records(
         start = hdr[H_REGION_START, b]
         end = hdr[H_REGION_END, b]
         n0, k0, v0, h0, hk0, hv0 = t[0], t[1], t[2], t[3], t[4], t[5]
+        vbase = inner_first if hdr[H_INNER, b] == 1 else 0
         if hdr[H_MAGIC, b] == 2:
             # control records are kept whatever ``payloads`` says: they are decoded from them
             keep = payloads or (hdr[H_ATTR, b] & ATTR_CONTROL) != 0
@@ -472,6 +526,8 @@ def walk_records(
                 b,
                 fill,
                 keep,
+                views,
+                vbase,
                 t,
                 r_batch,
                 r_offset,
@@ -489,6 +545,8 @@ def walk_records(
                 hv_size,
                 hv_off,
                 hv_data,
+                k_view,
+                v_view,
             )
         else:
             err = _walk_legacy(
@@ -500,6 +558,8 @@ def walk_records(
                 fill,
                 crc32_table,
                 payloads,
+                views,
+                vbase,
                 t,
                 r_batch,
                 r_offset,
@@ -512,6 +572,8 @@ def walk_records(
                 v_off,
                 v_data,
                 h_off,
+                k_view,
+                v_view,
             )
         if fill:
             continue
@@ -577,6 +639,36 @@ else:
         _memcpy(dst, at, src, pos, n)
 
 
+VIEW_WINDOW_BITS = 30  # a view's buffer is the 2 GiB window of its input starting at (pos >> 30) << 30
+VIEW_INLINE = 12  # values up to 12 bytes sit inside the view itself
+
+
+@njit(inline="always")
+def _put_i32(dst, at, v):
+    """Little-endian int32, as Arrow's views hold their fields."""
+    for j in range(4):
+        dst[at + j] = (v >> (8 * j)) & 0xFF
+
+
+@njit(inline="always")
+def _put_view(dst, r, src, pos, n, vbase):
+    """Row r of a binary_view column: src[pos:pos + n] (null when n < 0: an empty view, the
+    validity bitmap says null). Longer values name their window of ``src``: buffer
+    vbase + (pos >> 30), at pos's offset inside it (the caller keeps values under 1 GiB)."""
+    at = 16 * r
+    m = max(n, 0)
+    _put_i32(dst, at, m)
+    if m <= VIEW_INLINE:
+        for j in range(4, 16):
+            dst[at + j] = 0
+        if m > 0:
+            _copy(src, pos, m, dst, at + 4)
+    else:
+        _copy(src, pos, 4, dst, at + 4)  # the prefix
+        _put_i32(dst, at + 8, vbase + (pos >> VIEW_WINDOW_BITS))
+        _put_i32(dst, at + 12, pos & ((1 << VIEW_WINDOW_BITS) - 1))
+
+
 @njit(cache=True, nogil=True)
 def _walk_v2(
     buf,
@@ -586,6 +678,8 @@ def _walk_v2(
     b,
     fill,
     payloads,
+    views,
+    vbase,
     t,
     r_batch,
     r_offset,
@@ -603,6 +697,8 @@ def _walk_v2(
     hv_size,
     hv_off,
     hv_data,
+    k_view,
+    v_view,
 ):
     count = hdr[H_COUNT, b]
     base_offset = hdr[H_BASE_OFFSET, b]
@@ -655,12 +751,15 @@ def _walk_v2(
             k_off[n] = t[1]
             v_off[n] = t[2]
             h_off[n] = t[3]
-            if payloads:
+            if views:
+                _put_view(k_view, n, buf, kpos, klen if payloads else -1, vbase)
+                _put_view(v_view, n, buf, vpos, vlen if payloads else -1, vbase)
+            elif payloads:
                 if klen > 0:
                     _copy(buf, kpos, klen, k_data, t[1])
                 if vlen > 0:
                     _copy(buf, vpos, vlen, v_data, t[2])
-        if payloads:
+        if payloads and not views:
             t[1] += max(klen, 0)
             t[2] += max(vlen, 0)
         for _ in range(nh):
@@ -707,6 +806,8 @@ def _walk_legacy(
     fill,
     crc32_table,
     payloads,
+    views,
+    vbase,
     t,
     r_batch,
     r_offset,
@@ -719,6 +820,8 @@ def _walk_legacy(
     v_off,
     v_data,
     h_off,
+    k_view,
+    v_view,
 ):
     """The records of a magic 0/1 batch: the message itself, or a wrapper's inner messages."""
     magic = hdr[H_MAGIC, b]
@@ -790,12 +893,15 @@ def _walk_legacy(
             k_off[n] = t[1]
             v_off[n] = t[2]
             h_off[n] = t[3]
-            if payloads:
+            if views:
+                _put_view(k_view, n, buf, kpos, klen if payloads else -1, vbase)
+                _put_view(v_view, n, buf, vpos, vlen if payloads else -1, vbase)
+            elif payloads:
                 if klen > 0:
                     _copy(buf, kpos, klen, k_data, t[1])
                 if vlen > 0:
                     _copy(buf, vpos, vlen, v_data, t[2])
-        if payloads:
+        if payloads and not views:
             t[1] += max(klen, 0)
             t[2] += max(vlen, 0)
         t[0] += 1

@@ -61,8 +61,9 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
         return MARKERS_SCHEMA.empty_table(), {}
     batch = records.column("batch").to_numpy()
     rows = np.flatnonzero(control[batch])
-    keys = records.column("key").take(rows).to_pylist()
-    values = records.column("value").take(rows).to_pylist()
+    # one by one: control records are few, and Arrow's take has no binary_view kernel yet
+    keys = [records.column("key")[r].as_py() for r in rows.tolist()]
+    values = [records.column("value")[r].as_py() for r in rows.tolist()]
     offsets = records.column("offset").take(rows).to_pylist()
     out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}
     raft: dict[str, tuple[list[int], list[bytes], list[int]]] = {}

@@ -15,6 +15,7 @@ from arrowkafka.records.control import MARKERS_SCHEMA
 __all__ = [
     "BATCHES_SCHEMA",
     "RECORDS_SCHEMA",
+    "RECORDS_VIEW_SCHEMA",
     "REJECTS_SCHEMA",
     "RecordColumns",
     "batches_table",
@@ -67,6 +68,11 @@ RECORDS_SCHEMA = pa.schema(
         pa.field("key_size", pa.int32()),  # null for a null key
         pa.field("value_size", pa.int32()),
     ]
+)
+
+# ``decode_records(views=True)``: keys and values as Arrow's binary_view, pointing into the input
+RECORDS_VIEW_SCHEMA = pa.schema(
+    [f.with_type(pa.binary_view()) if f.name in ("key", "value") else f for f in RECORDS_SCHEMA]
 )
 
 REJECTS_SCHEMA = pa.schema(
@@ -217,9 +223,13 @@ class RecordColumns:
     hvalue_size: np.ndarray
     hvalue_offsets: np.ndarray
     hvalue_data: np.ndarray
+    key_views: np.ndarray  # 16 bytes a record with views, else empty
+    value_views: np.ndarray
 
     @classmethod
-    def allocate(cls, n: int, nh: int, key: int, value: int, hkey: int, hvalue: int) -> RecordColumns:
+    def allocate(
+        cls, n: int, nh: int, key: int, value: int, hkey: int, hvalue: int, views: bool = False
+    ) -> RecordColumns:
         def i64(m: int) -> np.ndarray:
             return np.empty(m, np.int64)
 
@@ -236,17 +246,20 @@ class RecordColumns:
 
         return cls(i64(n), i64(n), i64(n), i32(n), i32(n), i32(n), offsets(n, key), u8(key),
                    offsets(n, value), u8(value), offsets(n, nh), offsets(nh, hkey), u8(hkey), i32(nh),
-                   offsets(nh, hvalue), u8(hvalue))  # fmt: skip
+                   offsets(nh, hvalue), u8(hvalue), u8(16 * n * views), u8(16 * n * views))  # fmt: skip
 
     def kernel_args(self) -> tuple[Any, ...]:
         return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size,
                 self.key_offsets, self.key_data, self.value_offsets, self.value_data, self.header_offsets,
                 self.hkey_offsets, self.hkey_data, self.hvalue_size, self.hvalue_offsets,
-                self.hvalue_data)  # fmt: skip
+                self.hvalue_data, self.key_views, self.value_views)  # fmt: skip
 
-    def to_batch(self, kept: np.ndarray | None = None) -> pa.RecordBatch:
+    def to_batch(
+        self, kept: np.ndarray | None = None, windows: list[pa.Buffer] | None = None
+    ) -> pa.RecordBatch:
         """``kept``: records whose key and value bytes were copied (all when None); the others
-        get null keys and values here (their sizes stay in ``key_size``, ``value_size``)."""
+        get null keys and values here (their sizes stay in ``key_size``, ``value_size``).
+        ``windows``: the buffers the views point into, when the walk wrote views."""
         n = len(self.batch)
         key_valid, value_valid = self.key_size >= 0, self.value_size >= 0
         kept_key, kept_value = key_valid, value_valid
@@ -265,8 +278,12 @@ class RecordColumns:
                 _wrap(pa.int64(), self.batch),
                 _wrap(pa.int64(), self.offset),
                 _wrap(TS, self.ts, valid=self.ts != -1),
-                _wrap(pa.binary(), self.key_offsets, self.key_data, kept_key),
-                _wrap(pa.binary(), self.value_offsets, self.value_data, kept_value),
+                _views(self.key_views, kept_key, windows)
+                if windows is not None
+                else _wrap(pa.binary(), self.key_offsets, self.key_data, kept_key),
+                _views(self.value_views, kept_value, windows)
+                if windows is not None
+                else _wrap(pa.binary(), self.value_offsets, self.value_data, kept_value),
                 pa.Array.from_buffers(
                     list_type, n, [None, pa.py_buffer(self.header_offsets)], children=[headers]
                 ),
@@ -274,8 +291,14 @@ class RecordColumns:
                 _wrap(pa.int32(), self.key_size, valid=key_valid),
                 _wrap(pa.int32(), self.value_size, valid=value_valid),
             ],
-            schema=RECORDS_SCHEMA,
+            schema=RECORDS_SCHEMA if windows is None else RECORDS_VIEW_SCHEMA,
         )
+
+
+def _views(views: np.ndarray, valid: np.ndarray, windows: list[pa.Buffer]) -> pa.Array:
+    return pa.Array.from_buffers(
+        pa.binary_view(), len(valid), [_validity(valid), pa.py_buffer(views), *windows]
+    )
 
 
 def _wrap(

@@ -13,7 +13,11 @@ import pytest
 from arrowkafka.kernels import records as k
 
 DATA = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
-CASES = [(s, n) for s in range(9) for n in (*range(0, 20), 63, 64, 65, 1000, 4096)]
+BIG = np.random.default_rng(4).integers(0, 256, 100_000, dtype=np.uint8)
+LANES = 3 * k.CRC_LANE  # crc32c_hw's three-lane step
+CASES = [
+    (s, n) for s in range(9) for n in (*range(0, 20), 63, 64, 65, 1000, LANES - 1, LANES, LANES + 9, 4096)
+]
 
 
 @pytest.mark.parametrize(("start", "n"), CASES)
@@ -24,3 +28,11 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
     if k.HW_CRC32C:
         assert int(k.crc32c_hw(DATA, start, start + n)) == want
     assert int(k.crc32(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
+
+
+@pytest.mark.parametrize("n", [3 * k.CRC_LANE * 20 + 5, 100_000 - 3])
+def test_three_lanes_over_long_inputs(n: int) -> None:
+    want = crc32c.crc32c(BIG[3 : 3 + n].tobytes())
+    assert int(k.crc32(k.CRC32C_TABLE, BIG, 3, 3 + n)) == want
+    if k.HW_CRC32C:
+        assert int(k.crc32c_hw(BIG, 3, 3 + n)) == want
