@@ -23,6 +23,11 @@ The work is done in four steps, like the message decoder's two passes:
 4. ``fill_records``: the caller allocates every column once from those counts; the same walk
    writes them.
 
+Numba's ``inline="always"`` is kept for what runs per record (varints, lengths, copies, views);
+per-batch readers, ``_i`` and the error paths are plain functions (LLVM still inlines the small
+ones): inlined by Numba at each of their call sites they made the first call compile 40 s of
+CPU instead of 26.
+
 Kernels never raise and never read outside ``data[starts[i]:ends[i]]`` (or a batch's region of
 ``inner``): a batch that fails gets an error code ``R_*`` in ``hdr[H_STATUS]`` with the byte
 where it failed and two details, and the walk goes on with the next batch.
@@ -278,7 +283,7 @@ def crc32(table, data, start, end):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _i(data, pos, nbytes):
     """Signed big-endian integer of 1, 2, 4 or 8 bytes (caller checked the bounds)."""
     return _signed(_be(data, pos, nbytes), nbytes * 8)
@@ -322,7 +327,7 @@ def count_batches(data, starts, ends, counts):
     return total
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _fail(hdr, b, code, at, d1, d2):
     hdr[H_STATUS, b] = code
     hdr[H_ERR_AT, b] = at
@@ -377,7 +382,7 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
             pos = stop
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
     length = stop - pos - 12
     if length < V2_HEADER - 12:
@@ -415,7 +420,7 @@ def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
         _fail(hdr, b, R_NEGATIVE, pos + 57 - row_start, count, 0)
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _read_legacy(data, pos, stop, row_start, hdr, b, table, verify_crc):
     """The header of a top-level magic 0/1 message; its value region when it is a wrapper."""
     magic = np.int64(data[pos + 16])
@@ -589,7 +594,7 @@ def walk_records(
     return t
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _where(hdr, b, buf_pos):
     """The byte to report: inside the row for records in ``data``, else inside the region."""
     if hdr[H_INNER, b] == 1:
@@ -627,7 +632,7 @@ def _memcpy(typingctx, dst, at, src, pos, n):
     return sig, codegen
 
 
-if config.DISABLE_JIT:  # the kernels run as Python: numpy's slice copy, bounds checked
+if getattr(config, "DISABLE_JIT", False):  # the kernels run as Python: numpy's slice copy, bounds checked
 
     def _copy(src, pos, n, dst, at):
         dst[at : at + n] = src[pos : pos + n]
@@ -909,7 +914,7 @@ def _walk_legacy(
     return OK
 
 
-@njit(inline="always")
+@njit(cache=True, nogil=True)
 def _fail_at(hdr, b, fill, code, buf_pos, d1, d2):
     """Record the first failure of batch b (count pass only: the fill pass walks good batches)."""
     if not fill:
