@@ -27,6 +27,7 @@ __all__ = [
     "decode",
     "decode_records",
     "encode",
+    "encode_records",
     "encoded_size",
     "SpecSet",
     "arrow_schema",
@@ -92,6 +93,14 @@ def decode_records(
         max_uncompressed=max_uncompressed,
         views=views,
     )
+
+
+def encode_records(batches: Any, records: Any, *, num_values: int | None = None) -> pa.BinaryArray:
+    """Record batches (magic 0, 1, 2; every codec) from the tables ``decode_records`` returns:
+    see ``arrowkafka.records.encode_records``."""
+    from arrowkafka.records import encode_records as _encode_records  # loads pyarrow and Numba
+
+    return _encode_records(batches, records, num_values=num_values)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
