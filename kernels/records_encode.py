@@ -22,11 +22,9 @@ entries of ``hdrs`` (a tuple of int64 arrays, one per field ``H_*``) from ``R_HE
 from __future__ import annotations
 
 import numpy as np
-from numba import config, njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import config, njit
 
-from .encode import _LOW57, _uvlen, _zigzag
+from .encode import _put_uv, _uvlen, _zigzag
 from .records import (
     ATTR_LOG_APPEND_TIME,
     CODEC_MASK,
@@ -34,6 +32,7 @@ from .records import (
     LEGACY_CRC_FROM,
     V2_CRC_FROM,
     V2_HEADER,
+    _memcpy,
     crc32,
     crc32c_hw,
 )
@@ -92,16 +91,7 @@ def _zz_len(v):
 @njit(inline="always")
 def _put_zz(out, pos, v):
     """Write ``v`` as a zigzag varint at pos -> new pos."""
-    u = _zigzag(np.int64(v))
-    if 0 <= u < 0x80:  # most lengths and deltas
-        out[pos] = u
-        return pos + 1
-    while u < 0 or u >= 0x80:
-        out[pos] = (u & 0x7F) | 0x80
-        u = (u >> 7) & _LOW57
-        pos += 1
-    out[pos] = u
-    return pos + 1
+    return _put_uv(out, pos, _zigzag(np.int64(v)))
 
 
 @njit
@@ -154,21 +144,6 @@ def size_records(bh, perm, rec, hdrs, rsize):
         bh[B_REGION, b] = total
 
 
-@intrinsic
-def _raw_copy(typingctx, src, at, n, out, pos):
-    """out[pos:pos + n] = src[at:at + n] as one memcpy (the caller sized ``out``)."""
-
-    def codegen(context, builder, signature, args):
-        s = context.make_array(signature.args[0])(context, builder, args[0])
-        d = context.make_array(signature.args[3])(context, builder, args[3])
-        dst_ptr = builder.gep(d.data, [args[4]])
-        src_ptr = builder.gep(s.data, [args[1]])
-        cgutils.raw_memcpy(builder, dst_ptr, src_ptr, args[2], 1)
-        return context.get_dummy_value()
-
-    return types.void(src, at, n, out, pos), codegen
-
-
 if getattr(config, "DISABLE_JIT", False):  # run as Python: numpy's slice copy, bounds checked
 
     def _copy(src, at, n, out, pos):
@@ -183,7 +158,7 @@ else:
         """out[pos:pos + n] = src[at:at + n] -> pos + n (Numba's slice assignment copies byte by
         byte and costs seconds of compile time at each use)."""
         if n > 16:
-            _raw_copy(src, np.int64(at), np.int64(n), out, np.int64(pos))
+            _memcpy(out, pos, src, at, n)
         else:  # a call to memcpy costs more than a short loop
             for k in range(n):
                 out[pos + k] = src[at + k]
