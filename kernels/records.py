@@ -18,9 +18,9 @@ The work is done in four steps, like the message decoder's two passes:
 2. ``read_batches``: read every entry's header into ``hdr`` (one int64 row per column ``H_*``),
    verify its CRC (CRC-32 for magic 0/1, CRC-32C for magic 2), and name the region holding its
    records. The caller decompresses the regions of compressed batches into a second buffer.
-3. ``count_records``: walk the records of every good batch, check every length, varint and
+3. ``walk_records(fill=False)``: walk the records of every good batch, check every length, varint and
    header key, and count records, key, value and header bytes.
-4. ``fill_records``: the caller allocates every column once from those counts; the same walk
+4. ``walk_records(fill=True)``: the caller allocates every column once from those counts; the same walk
    writes them.
 
 Numba's ``inline="always"`` is kept for what runs per record (varints, lengths, copies, views);
@@ -71,7 +71,7 @@ H_COUNT = 20  # records count the batch claims (magic 2)
 H_REGION_START = 21  # where its records lie: in ``data`` or, once decompressed, in ``inner``
 H_REGION_END = 22
 H_INNER = 23  # 1 when the region is in ``inner`` (the caller decompressed it)
-H_NREC = 24  # counted by ``count_records``
+H_NREC = 24  # counted by ``walk_records(fill=False)``
 H_KEY_BYTES = 25
 H_VALUE_BYTES = 26
 H_NHEADERS = 27

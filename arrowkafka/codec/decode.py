@@ -64,8 +64,13 @@ class Ranges(NamedTuple):
 
 
 def _kernel_data(data: np.ndarray) -> np.ndarray:
-    """``data`` as the kernels take it: never empty, and read-only (one kernel signature:
-    Numba types read-only arrays apart)."""
+    """``data`` as the kernels take it: uint8, contiguous (the kernels load words and copy by
+    raw pointer; a strided view is copied once here), never empty, and read-only (one kernel
+    signature: Numba types read-only arrays apart)."""
+    data = np.asarray(data)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"ranges data must be a 1-D uint8 array, not {data.ndim}-D {data.dtype}")
+    data = np.ascontiguousarray(data)
     view = data.view() if len(data) else np.zeros(1, np.uint8)
     view.flags.writeable = False
     return view

@@ -29,6 +29,7 @@ from arrowkafka.records.control import CONTROL_TYPES, SPECS
 __all__ = ["MAX_LENGTH", "encode_records"]
 
 MAX_LENGTH = (1 << 31) - 1  # int32 lengths: a record, a message, a batch (after its first 12 bytes)
+MAX_VALUES = 1 << 28  # output values (each costs an int32 offset, empty ones too): 1 GiB of offsets
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -87,8 +88,10 @@ def encode_records(batches: Any, records: Any, *, num_values: int | None = None)
         int32 at records[3].offset (row 3, RecordBatch v2)``.
     """
     bt, rt = _as_table(batches, "batches"), _as_table(records, "records")
-    if num_values is not None and num_values < 0:
-        raise ValueError(f"num_values must be >= 0, not {num_values}")
+    if num_values is not None and (
+        not isinstance(num_values, int | np.integer) or not 0 <= num_values <= MAX_VALUES
+    ):
+        raise ValueError(f"num_values must be an int from 0 to {MAX_VALUES}, not {num_values!r}")
     b = _Batches(bt)
     r = _Records(rt, b)
     bh = _header_rows(b, r)
@@ -227,6 +230,8 @@ class _Batches:
                 raise self.err(f"{message}{detail} cannot be written", bad, name)
         if (bad := _first(self.row < 0)) is not None:
             raise self.err(f"row {self.row[bad]} is negative", bad, "row")
+        if (bad := _first(self.row >= MAX_VALUES)) is not None:
+            raise self.err(f"row {self.row[bad]} is past the {MAX_VALUES} values one call writes", bad, "row")
         magic = self.magic = self._required("magic", 2)
         if (bad := _first((magic < 0) | (magic > 2))) is not None:
             raise _err(f"unknown magic {magic[bad]}", "batches", bad, "magic")
@@ -516,6 +521,11 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
             raise r.err(f"{reason} {max_ts[batch[bad]]} (every record of it reads as that)", bad, "timestamp")
     _check_control(b, r)
 
+    # a negative offset in a message set reads three ways (ours, kafka-python's, Java refuses it)
+    if (bad := _first(~rv2 & (off < 0))) is not None:
+        raise r.err(
+            f"offset {off[bad]} is negative: magic 0/1 message sets hold offsets from 0", bad, "offset"
+        )
     # magic 1 wrappers: inner offsets relative to the first (the wrapper carries the last);
     # a last offset of 0 would read as absolute inner offsets, so they are written so
     relative = wrapper & (b.magic == 1) & (off_last != 0)

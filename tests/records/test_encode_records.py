@@ -464,6 +464,8 @@ BAD = {
     "batch out of range": ({"codec": ["none"]}, {"batch": [0, 1]}, "records[1].batch", 1, "batch 1 is not a row of batches (1 rows)"),
     "null offset": ({}, {"offset": pa.array([1, None], pa.int64())}, "records[1].offset", 1, "null offset"),
     "null row": ({"row": pa.array([None], pa.int64())}, {"value": [b""]}, "batches[0].row", 0, "null row"),
+    "row past the values one call writes": ({"row": [1 << 40]}, {"value": [b""]}, "batches[0].row", 0, "past the 268435456 values"),
+    "negative offset in a wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}, {"offset": [-10, -5]}, "records[0].offset", 0, "offset -10 is negative"),
     "row past num_values": ({"row": [0, 3]}, {"batch": [0]}, "batches[1].row", 1, "row 3 is past the output's 2 values"),
 }  # fmt: skip
 

@@ -80,3 +80,14 @@ def test_views_write_to_parquet_and_read_back(tmp_path: Path) -> None:
     pq.write_table(got.records, path)
     back = pq.read_table(path)
     assert back.column("value").to_pylist() == [r.value for r in RECS]
+
+
+def test_strided_and_reversed_ranges_read_the_right_bytes() -> None:
+    # the kernels load words and copy by raw pointer: a strided view must reach them contiguous
+    one = np.frombuffer(build(2, 0, RECS), np.uint8)
+    spread = np.zeros(2 * len(one), np.uint8)
+    spread[::2] = one
+    backwards = one[::-1].copy()[::-1]  # a negative-stride view of the same bytes
+    for data in (spread[::2], backwards):
+        got = _same(Ranges(data, np.array([0]), np.array([len(one)])))
+        assert got.records.column("value").to_pylist() == [r.value for r in RECS]
