@@ -28,7 +28,7 @@ from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
 
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 16 << 20  # a piece of zstd batches may decompress to 10 times this
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 LINK = pa.schema(
@@ -228,6 +228,7 @@ def _decode_file(
             if rest:  # a batch cut by the piece: read at least all of it
                 need = 12 + int(batches.column("batch_length")[keep].as_py()) - len(rest)
             pos += cut
+            del got, batches  # this piece's tables go before the next piece decodes beside them
             buf = rest + f.read(max(chunk_bytes, need))
 
 

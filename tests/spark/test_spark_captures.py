@@ -1,7 +1,7 @@
 """Captures decoded on Spark (arrowkafka.spark.decode_captures) give the CLI's tables: read
-back by pyarrow, every message type's table has the CLI's columns and types (in Spark's
-types: unsigned widened, uuid as 16 bytes, microsecond timestamps) and the same rows; the
-rejects are the same; frames in = rows + rejects."""
+back by pyarrow, every message type's table and the record tables have the CLI's columns and
+types (in Spark's types: unsigned widened, uuid as 16 bytes, microsecond timestamps) and the
+same rows, batch ids included; the rejects are the same; frames in = rows + rejects."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -45,6 +46,21 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     return [k[-1] for k in sorted(keyed, key=lambda k: (str(k[0]), str(k[1]), k[2]))]
 
 
+def assert_same_tables(spark_out: Path, cli_out: Path) -> list[str]:
+    """Every table the CLI wrote, Spark wrote with the same columns, types and rows; the names."""
+    written = sorted(p.name for p in spark_out.iterdir())
+    assert written == sorted(p.name for p in cli_out.iterdir())
+    for name in written:
+        want = in_spark_types(pq.read_table(cli_out / name))
+        got = pq.read_table(spark_out / name)  # a folder of Spark's parts
+        assert got.column_names == want.column_names, name
+        assert [canonical(t) for t in got.schema.types] == [canonical(t) for t in want.schema.types], name
+        if name == "_rejects.parquet":  # Spark names each file by its URI
+            want = want.set_column(0, "capture", pa.array(["file:" + c for c in want["capture"].to_pylist()]))
+        assert rows(got) == rows(want), name
+    return written
+
+
 def test_captures_equal_the_cli(spark: Any, tmp_path: Path) -> None:
     paths = sorted(str(p) for p in (SHARED / "captures").glob("*.pcap"))
     assert len(paths) == 3
@@ -54,21 +70,86 @@ def test_captures_equal_the_cli(spark: Any, tmp_path: Path) -> None:
     assert summary.frames_in == cli.frames_in == summary.rows + summary.rejects
     assert (summary.rows, summary.rejects) == (cli.rows, cli.rejects)
     assert summary.tables == cli.tables
-    written = sorted(p.name for p in (tmp_path / "spark").iterdir())
-    # the Spark capture job does not write the record tables yet (open in the records issue)
-    assert written == sorted(p.name for p in (tmp_path / "cli").iterdir() if not p.name.startswith("_record"))
+    assert (summary.record_batches, summary.records, summary.record_rejects) == (
+        cli.record_batches, cli.records, cli.record_rejects)  # fmt: skip
+    assert summary.records > 0
+    written = assert_same_tables(tmp_path / "spark", tmp_path / "cli")
+    assert {"_record_batches.parquet", "_records.parquet", "_record_markers.parquet"} <= set(written)
     for name in written:
-        want = in_spark_types(pq.read_table(tmp_path / "cli" / name))
-        got = pq.read_table(tmp_path / "spark" / name)  # a folder of Spark's parts
-        assert got.column_names == want.column_names, name
-        assert [canonical(t) for t in got.schema.types] == [canonical(t) for t in want.schema.types], name
-        if name == "_rejects.parquet":  # Spark names each file by its URI
-            want = want.set_column(0, "capture", pa.array(["file:" + c for c in want["capture"].to_pylist()]))
-        assert rows(got) == rows(want), name
-        assert got.num_rows > 0
+        assert pq.read_table(tmp_path / "spark" / name).num_rows > 0, name
     # both kinds of rejects come through: a partial frame (stage 1) and a body that does not decode
     errors = pq.read_table(tmp_path / "spark" / "_rejects.parquet").column("error").to_pylist()
     assert sorted(errors) == ["Corrupt", "Partial"]
     # decode_frames' rule holds: ApiVersions v4 answered in the v0 error layout is read as v0
     versions = pq.read_table(tmp_path / "spark" / "ApiVersionsResponse.parquet").column("_version")
     assert 0 in versions.to_pylist()
+    # Fetch v16 names its topics by id only: their names come from Metadata responses
+    fetched = pq.read_table(tmp_path / "spark" / "_records.parquet").filter(pc.field("_version") == 16)
+    assert fetched.num_rows and fetched.column("topic").null_count == 0
+
+
+def test_records_chunk_by_chunk_with_a_rejected_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of 16 KB and Arrow batches of 50 rows (a chunk's frames over several batches, its
+    topic names learned chunk by chunk), a damaged batch, no payloads, and batch id offsets by
+    the join that many captures take: still the CLI's tables."""
+    monkeypatch.setattr("arrowkafka.spark.captures._MAP_CAPTURES", 0)
+    specs = ak.load_specs()
+    noida = SHARED / "captures" / "noida_kafka_python.pcap"
+    decode_capture([noida], tmp_path / "noida", specs)
+    produce = pq.read_table(tmp_path / "noida" / "ProduceRequest.parquet").to_pylist()
+    records = produce[0]["topic_data"][0]["partition_data"][0]["records"]
+    pcap = noida.read_bytes()
+    at = pcap.index(records) + 100  # inside the batch's compressed records: its CRC fails
+    damaged = tmp_path / "damaged.pcap"
+    damaged.write_bytes(pcap[:at] + bytes([pcap[at] ^ 0xFF]) + pcap[at + 1 :])
+    paths = sorted([str(damaged), str(SHARED / "captures" / "tansu_confluent.pcap")])
+
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "50")
+    try:
+        summary = decode_captures(spark, paths, tmp_path / "spark", payloads=False, chunk_bytes=16 << 10)
+    finally:
+        spark.conf.set(key, before)
+    cli = decode_capture(paths, tmp_path / "cli", specs, payloads=False, chunk_bytes=16 << 10)
+
+    assert (summary.frames_in, summary.rows, summary.rejects) == (cli.frames_in, cli.rows, cli.rejects)
+    assert (summary.record_batches, summary.records, summary.record_rejects) == (
+        cli.record_batches, cli.records, 1)  # fmt: skip
+    assert_same_tables(tmp_path / "spark", tmp_path / "cli")
+    got = pq.read_table(tmp_path / "spark" / "_records.parquet")
+    assert "key" not in got.column_names and "value_size" in got.column_names
+    rejects = pq.read_table(tmp_path / "spark" / "_rejects.parquet").to_pylist()
+    (reject,) = [r for r in rejects if r["message"] == "ProduceRequest"]
+    assert reject["reason"].startswith("CRC-32C mismatch")
+    assert reject["capture"] == "file:" + str(damaged)
+
+
+def test_topic_ids_are_named_from_chunks_up_to_their_own() -> None:
+    """The tasks' functions, without Spark: the survey finds the topic ids Metadata responses
+    name and the chunk that first named them, and a Fetch v16 response's records take a name
+    only from chunks up to their own, as the CLI learns names."""
+    from arrowkafka.spark.captures import _CaptureFrames, _DecodeFrames, _Survey
+
+    path = SHARED / "captures" / "tansu_confluent.pcap"
+    uri = "file:" + str(path)
+    files = pa.RecordBatch.from_pylist([{"path": uri, "content": path.read_bytes()}])
+    frames = list(_CaptureFrames((9092,), (), 4 << 10)(iter([files])))
+    assert len({c for b in frames for c in b.column("_chunk").to_pylist() if c is not None}) > 1
+    first: dict[tuple[bytes, str], int] = {}
+    for row in (r for b in _Survey(())(iter(frames)) for r in b.to_pylist() if r["topic_id"] is not None):
+        key = (row["topic_id"], row["name"])
+        first[key] = min(first.get(key, row["_chunk"]), row["_chunk"])
+    assert {name for _, name in first} >= {"ck-wire-a", "ck-wire-b"}
+    messages = tuple(sorted({m for b in frames for m in b.column("_message").to_pylist() if m}))
+
+    def fetched_topics(later: int) -> list[str | None]:
+        names = {uri: sorted((chunk + later, tid, name) for (tid, name), chunk in first.items())}
+        out = _DecodeFrames(messages, (), names)(iter(frames))
+        rows = [r["_records"] for b in out for r in b.to_pylist() if r["_message"] == "_records"]
+        return [r["topic"] for r in rows if r["_message"] == "FetchResponse"]
+
+    assert len(fetched_topics(0)) == 187 and None not in fetched_topics(0)
+    assert set(fetched_topics(1000)) == {None}  # named only in later chunks: not known yet
