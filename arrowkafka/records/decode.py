@@ -188,11 +188,13 @@ def _windows(buf: np.ndarray) -> list[pa.Buffer]:
 def _fill(
     data: np.ndarray, inner: np.ndarray, hdr: np.ndarray, totals: np.ndarray, payloads: bool, views: bool
 ) -> pa.Table:
-    """The records table, in chunks whose byte columns each stay under 2 GiB."""
+    """The records table, in chunks whose byte columns and header lists each stay under 2 GiB
+    (int32 offsets): a record or header counts as one more byte."""
     sizes = hdr[k.H_KEY_BYTES] + hdr[k.H_VALUE_BYTES] + hdr[k.H_HKEY_BYTES] + hdr[k.H_HVALUE_BYTES]
+    sizes += hdr[k.H_NREC] + hdr[k.H_NHEADERS]
     nb = hdr.shape[1]
     cuts = [0]
-    if int(totals[1:].sum()) > OFFSETS_LIMIT:
+    if int(totals.sum()) > OFFSETS_LIMIT:
         cum = np.cumsum(sizes)
         while cum[-1] - (cum[cuts[-1] - 1] if cuts[-1] else 0) > OFFSETS_LIMIT:
             base = cum[cuts[-1] - 1] if cuts[-1] else 0

@@ -14,6 +14,7 @@ import pytest
 from batchtools import CODEC_IDS, Rec, build, rewrap_v2
 
 import arrowkafka as ak
+import arrowkafka.records.decode as decode_module
 from arrowkafka.codec.decode import Ranges
 
 RECS = [
@@ -91,3 +92,17 @@ def test_strided_and_reversed_ranges_read_the_right_bytes() -> None:
     for data in (spread[::2], backwards):
         got = _same(Ranges(data, np.array([0]), np.array([len(one)])))
         assert got.records.column("value").to_pylist() == [r.value for r in RECS]
+
+
+@pytest.mark.parametrize(("views", "limit"), [(False, 12_000), (True, 300)])  # views: headers alone
+def test_output_is_cut_into_chunks_under_the_offsets_limit(
+    monkeypatch: pytest.MonkeyPatch, views: bool, limit: int
+) -> None:
+    # the int32 offsets limit, lowered so a test reaches it: records and headers count too
+    values = [build(2, 0, RECS, offset=10 * i) for i in range(6)]
+    whole = ak.decode_records(values, views=views)
+    monkeypatch.setattr(decode_module, "OFFSETS_LIMIT", limit)
+    cut = ak.decode_records(values, views=views, max_uncompressed=100)
+    assert cut.records.column("value").num_chunks > 1
+    assert cut.records.combine_chunks().equals(whole.records.combine_chunks())
+    assert cut.batches.equals(whole.batches)
