@@ -1,4 +1,6 @@
-"""Decompression of record batch payloads: one function per codec, each capped.
+"""Record batch payloads compressed and decompressed: one place for each codec's framing.
+
+Decompression (``decompress``): one function per codec, each capped.
 
 Libraries (measured on batches of many small payloads, where per-call cost shows; see the
 README): gzip by the standard library's zlib, snappy by cramjam (raw blocks; the xerial framing
@@ -6,6 +8,9 @@ Java writes is read here), lz4 blocks by python-lz4 (Kafka's frame is read here)
 python-zstandard. Each function returns the bytes or raises ``CodecError`` with a reason; none
 of them produces more than ``cap`` bytes: a payload that would is refused as soon as it passes
 the cap, before more memory is taken.
+
+Compression (``compress``, for ``encode_records``): as Kafka's Java client writes it, at each
+codec's default level.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import cramjam
 import lz4.block
 import zstandard
 
-__all__ = ["CODECS", "CodecError", "TooBig", "decompress"]
+__all__ = ["CODECS", "CodecError", "TooBig", "compress", "decompress"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # attributes & 7
 
@@ -215,3 +220,71 @@ def _zstd(payload: memoryview, cap: int) -> bytes:
         if not d.eof:
             raise CodecError("zstd: the data ends inside a frame")
     return b"".join(out)
+
+
+# ---- compression, as Kafka's Java client writes it (encode_records) ----
+
+SNAPPY_BLOCK = 32 << 10  # snappy-java's SnappyOutputStream default block
+XERIAL_HEADER = XERIAL_MAGIC + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")  # version 1, compatible with 1
+LZ4_BLOCK = 64 << 10
+LZ4_MAGIC_BYTES = LZ4_MAGIC.to_bytes(4, "little")
+LZ4_DESCRIPTOR = bytes([0x60, 0x40])  # version 1, independent blocks, no checksums or size; 64 KiB blocks
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (all an LZ4 frame descriptor checksum needs)."""
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    assert len(data) < 16
+    h = (seed + p5 + len(data)) & m
+    i = 0
+    while i + 4 <= len(data):
+        h = rotl((h + int.from_bytes(data[i : i + 4], "little") * p3) & m, 17) * p4 & m
+        i += 4
+    for byte in data[i:]:
+        h = rotl((h + byte * p5) & m, 11) * p1 & m
+    h ^= h >> 15
+    h = h * p2 & m
+    h ^= h >> 13
+    h = h * p3 & m
+    return h ^ (h >> 16)
+
+
+# The frame header: its checksum is byte 1 of the xxHash32 of the descriptor; magic 0 writers
+# hashed the magic number too (KAFKA-3160), and Kafka keeps writing that for magic 0.
+LZ4_HEADERS = {
+    broken: LZ4_MAGIC_BYTES
+    + LZ4_DESCRIPTOR
+    + bytes([(_xxh32(LZ4_MAGIC_BYTES * broken + LZ4_DESCRIPTOR) >> 8) & 0xFF])
+    for broken in (False, True)
+}
+
+
+def compress(codec: int, magic: int, data: memoryview, zstd: zstandard.ZstdCompressor | None = None) -> bytes:
+    """A batch's records (or a wrapper's inner messages) compressed as Kafka's Java client does."""
+    if codec == 1:
+        return zlib.compress(data, -1, 31)  # a gzip member at zlib's default level, as java.util.zip
+    if codec == 2:
+        parts = [XERIAL_HEADER]
+        for i in range(0, len(data), SNAPPY_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[i : i + SNAPPY_BLOCK]))
+            parts += [len(block).to_bytes(4, "big"), block]
+        return b"".join(parts)
+    if codec == 3:
+        parts = [LZ4_HEADERS[magic == 0]]
+        for i in range(0, len(data), LZ4_BLOCK):
+            chunk = data[i : i + LZ4_BLOCK]
+            block = lz4.block.compress(chunk, store_size=False)
+            if len(block) >= len(chunk):  # stored as it is, flagged by the length's high bit
+                parts += [(len(chunk) | 0x80000000).to_bytes(4, "little"), bytes(chunk)]
+            else:
+                parts += [len(block).to_bytes(4, "little"), block]
+        parts.append(bytes(4))  # end mark
+        return b"".join(parts)
+    if codec == 4:
+        return (zstd or zstandard.ZstdCompressor(level=3)).compress(data)
+    raise ValueError(f"unknown codec {codec}")

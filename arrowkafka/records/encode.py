@@ -10,11 +10,8 @@ The kernels are in ``arrowkafka.kernels.records_encode``.
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
-import cramjam
-import lz4.block
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +20,7 @@ import zstandard
 from arrowkafka.errors import EncodeError
 from arrowkafka.kernels import records as kr
 from arrowkafka.kernels import records_encode as ke
-from arrowkafka.records.codecs import CODECS, XERIAL_MAGIC
+from arrowkafka.records.codecs import CODECS, compress
 from arrowkafka.records.control import CONTROL_TYPES, SPECS
 
 __all__ = ["MAX_LENGTH", "encode_records"]
@@ -635,70 +632,6 @@ def _compress(b: _Batches, r: _Records, bh: np.ndarray, rsize: np.ndarray) -> np
         raise b.err(f"compressed, the batch would be {length[bad]} bytes long, more than {MAX_LENGTH}",
                     int(r.border[todo[bad]]), "codec")  # fmt: skip
     return payloads if len(payloads) else _EMPTY
-
-
-SNAPPY_BLOCK = 32 << 10  # snappy-java's SnappyOutputStream default block
-XERIAL_HEADER = XERIAL_MAGIC + (1).to_bytes(4, "big") + (1).to_bytes(4, "big")  # version 1, compatible with 1
-LZ4_BLOCK = 64 << 10
-LZ4_MAGIC = (0x184D2204).to_bytes(4, "little")
-LZ4_DESCRIPTOR = bytes([0x60, 0x40])  # version 1, independent blocks, no checksums or size; 64 KiB blocks
-
-
-def _xxh32(data: bytes, seed: int = 0) -> int:
-    """xxHash32 of fewer than 16 bytes (all an LZ4 frame descriptor checksum needs)."""
-    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-    m = 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & m
-
-    assert len(data) < 16
-    h = (seed + p5 + len(data)) & m
-    i = 0
-    while i + 4 <= len(data):
-        h = rotl((h + int.from_bytes(data[i : i + 4], "little") * p3) & m, 17) * p4 & m
-        i += 4
-    for byte in data[i:]:
-        h = rotl((h + byte * p5) & m, 11) * p1 & m
-    h ^= h >> 15
-    h = h * p2 & m
-    h ^= h >> 13
-    h = h * p3 & m
-    return h ^ (h >> 16)
-
-
-# The frame header: its checksum is byte 1 of the xxHash32 of the descriptor; magic 0 writers
-# hashed the magic number too (KAFKA-3160), and Kafka keeps writing that for magic 0.
-LZ4_HEADERS = {
-    broken: LZ4_MAGIC + LZ4_DESCRIPTOR + bytes([(_xxh32(LZ4_MAGIC * broken + LZ4_DESCRIPTOR) >> 8) & 0xFF])
-    for broken in (False, True)
-}
-
-
-def compress(codec: int, magic: int, data: memoryview, zstd: zstandard.ZstdCompressor | None = None) -> bytes:
-    """A batch's records (or a wrapper's inner messages) compressed as Kafka's Java client does."""
-    if codec == 1:
-        return zlib.compress(data, -1, 31)  # a gzip member at zlib's default level, as java.util.zip
-    if codec == 2:
-        parts = [XERIAL_HEADER]
-        for i in range(0, len(data), SNAPPY_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(data[i : i + SNAPPY_BLOCK]))
-            parts += [len(block).to_bytes(4, "big"), block]
-        return b"".join(parts)
-    if codec == 3:
-        parts = [LZ4_HEADERS[magic == 0]]
-        for i in range(0, len(data), LZ4_BLOCK):
-            chunk = data[i : i + LZ4_BLOCK]
-            block = lz4.block.compress(chunk, store_size=False)
-            if len(block) >= len(chunk):  # stored as it is, flagged by the length's high bit
-                parts += [(len(chunk) | 0x80000000).to_bytes(4, "little"), bytes(chunk)]
-            else:
-                parts += [len(block).to_bytes(4, "little"), block]
-        parts.append(bytes(4))  # end mark
-        return b"".join(parts)
-    if codec == 4:
-        return (zstd or zstandard.ZstdCompressor(level=3)).compress(data)
-    raise ValueError(f"unknown codec {codec}")
 
 
 # ---- output --------------------------------------------------------------------------------------

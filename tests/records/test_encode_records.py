@@ -24,6 +24,7 @@ from test_real_records import EXPECTED, decoded  # noqa: F401  (a fixture: the c
 
 import arrowkafka as ak
 from arrowkafka import EncodeError
+from arrowkafka.records import codecs
 from arrowkafka.records import encode as enc
 from arrowkafka.records.codecs import decompress
 from arrowkafka.records.tables import BATCHES_SCHEMA, RECORDS_SCHEMA
@@ -389,9 +390,9 @@ def test_extreme_offsets_and_timestamps() -> None:
 
 def test_lz4_frame_header_checksums() -> None:
     for data in (b"", b"a", b"abcd", b"abcdefghijklmno", bytes(range(7))):
-        assert enc._xxh32(data) == xxhash.xxh32_intdigest(data)
+        assert codecs._xxh32(data) == xxhash.xxh32_intdigest(data)
     for magic in (0, 1):
-        frame = enc.compress(3, magic, memoryview(b"kafka " * 30000))
+        frame = codecs.compress(3, magic, memoryview(b"kafka " * 30000))
         hashed = frame[0:6] if magic == 0 else frame[4:6]  # KAFKA-3160: magic 0 hashed the magic number too
         assert frame[:6] == b"\x04\x22\x4d\x18\x60\x40"  # independent 64 KiB blocks, no checksums, no size
         assert frame[6] == xxhash.xxh32(hashed).digest()[2]
@@ -401,14 +402,14 @@ def test_lz4_frame_header_checksums() -> None:
             with pytest.raises(RuntimeError):
                 lz4.frame.decompress(frame)
     noise = np.random.default_rng(1).integers(0, 256, 70_000, dtype=np.uint8).tobytes()
-    frame = enc.compress(3, 1, memoryview(noise))
+    frame = codecs.compress(3, 1, memoryview(noise))
     assert struct.unpack_from("<I", frame, 7)[0] == 0x80000000 | 65536  # stored as it is: it does not shrink
     assert lz4.frame.decompress(frame) == noise
 
 
 def test_snappy_in_xerial_blocks_and_gzip() -> None:
     data = b"".join(b"record %d; " % i for i in range(10_000))
-    framed = enc.compress(2, 2, memoryview(data))
+    framed = codecs.compress(2, 2, memoryview(data))
     assert framed[:16] == b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
     pos, blocks = 16, []
     while pos < len(framed):
@@ -417,7 +418,7 @@ def test_snappy_in_xerial_blocks_and_gzip() -> None:
         pos += 4 + size
     assert [len(b) for b in blocks[:-1]] == [32768] * (len(data) // 32768)
     assert b"".join(blocks) == data
-    gz = enc.compress(1, 2, memoryview(data))
+    gz = codecs.compress(1, 2, memoryview(data))
     assert gz[:2] == b"\x1f\x8b" and zlib.decompress(gz, 47) == data
 
 
@@ -426,7 +427,7 @@ def test_kafka_python_reads_our_magic0_lz4_as_kafka_0_9_wrote_it() -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka.codec import lz4_decode_old_kafka
     data = b"old kafka " * 1000
-    assert lz4_decode_old_kafka(enc.compress(3, 0, memoryview(data))) == data
+    assert lz4_decode_old_kafka(codecs.compress(3, 0, memoryview(data))) == data
 
 
 # ---- bad input ------------------------------------------------------------------------------------
