@@ -488,6 +488,11 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
         raise b.err(reason, bad, "records")
     if (bad := _first(wrapper & ~has)) is not None:
         raise b.err("a compressed magic 0/1 message holds at least one record", bad, "records")
+    # Kafka writes an empty batch uncompressed (an empty xerial stream, say, reads nowhere else)
+    if (bad := _first(v2 & (b.codec != 0) & ~has)) is not None:
+        raise b.err(
+            "a compressed batch holds at least one record (write an empty one uncompressed)", bad, "records"
+        )
 
     base, nulls = b._optional("base_offset")
     base = np.where(nulls, off_first, base) if nulls is not None else off_first
