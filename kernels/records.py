@@ -214,7 +214,7 @@ def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-CRC32C_SHIFT = _shift_tables(_crc_tables(0x82F63B78)[0], CRC_LANE)
+CRC32C_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LANE)
 
 
 @njit(inline="always")
