@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from arrowkafka.api import default_specs
 from arrowkafka.errors import Corrupt
 
-__all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control"]
+__all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control", "kraft_value_errors"]
 
 CONTROL_TYPES = {
     0: "ABORT",
@@ -119,6 +119,13 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     return markers, tables
 
 
+def kraft_value_errors(name: str, rows: list[int], values: list[bytes]) -> dict[int, str]:
+    """{row: why} for KRaft control record values of spec ``name`` that ``decode_records``
+    would refuse (each value read in the version its first int16 names): the encoder's check."""
+    versions = [int.from_bytes(v[:2], "big", signed=True) for v in values]
+    return _decode_spec(name, rows, values, versions, "null")[1]
+
+
 def _decode_spec(
     name: str, rows: list[int], values: list[bytes], versions: list[int], errors: str
 ) -> tuple[pa.Table, dict[int, str]]:
@@ -148,4 +155,5 @@ def _decode_spec(
         row, reason = next(iter(failed.items()))
         raise Corrupt(reason, path=f"records[{row}].value", message="control record")
     schema = pa.schema([pa.field("record", pa.int64(), nullable=False), *specs.arrow_schema(name)])
-    return (pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()), failed
+    # (from_batches: empty_table has no way to build an empty array of an extension type)
+    return (pa.concat_tables(parts).cast(schema) if parts else pa.Table.from_batches([], schema)), failed

@@ -21,7 +21,7 @@ from arrowkafka.errors import EncodeError
 from arrowkafka.kernels import records as kr
 from arrowkafka.kernels import records_encode as ke
 from arrowkafka.records.codecs import CODECS, compress
-from arrowkafka.records.control import CONTROL_TYPES, SPECS
+from arrowkafka.records.control import CONTROL_TYPES, SPECS, kraft_value_errors
 
 __all__ = ["MAX_LENGTH", "encode_records"]
 
@@ -587,6 +587,15 @@ def _check_control(b: _Batches, r: _Records) -> None:
             f"a {SPECS[int(kind[bad])]} value of {max(int(vlen[bad]), 0)} bytes (needs its version int16)"
         )
         raise r.err(reason, int(rows[bad]), "value")
+    # KRaft values: what decode_records would refuse, by its own check (the spec's plan)
+    vat = rec[ke.R_VALUE_AT, rows]
+    for code, name in SPECS.items():
+        pick = np.flatnonzero(kind == code)
+        if len(pick):
+            values = [r.v_data[vat[i] : vat[i] + vlen[i]].tobytes() for i in pick]
+            if failed := kraft_value_errors(name, [int(rows[i]) for i in pick], values):
+                row = min(failed)
+                raise r.err(failed[row], row, "value")
 
 
 def _check_sizes(b: _Batches, r: _Records, bh: np.ndarray, rsize: np.ndarray) -> None:

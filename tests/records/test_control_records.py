@@ -75,3 +75,8 @@ def test_a_bad_control_record_is_named() -> None:
     got = ak.decode_records([bad_lc], errors="null")
     assert got.markers.column("error").to_pylist()[0].startswith("LeaderChangeMessage v0:")
     assert got.control["LeaderChangeMessage"].num_rows == 0
+    # every value of a spec failing leaves an empty table of its schema (UUID columns included)
+    unknown = _control_batch([(struct.pack(">hh", 0, 6), b"\x00\x63")])
+    got = ak.decode_records([unknown], errors="null")
+    assert got.markers.column("error").to_pylist() == ["VotersRecord version 99 is not one of 0"]
+    assert got.control["VotersRecord"].num_rows == 0

@@ -453,6 +453,8 @@ BAD = {
     "headers in magic 1": ({"magic": pa.array([1], pa.int8())}, {"headers": pa.array([[{"key": "a", "value": None}]], HEADERS)}, "records[0].headers", 0, "magic 1 messages have no headers"),
     "timestamp in magic 0": ({"magic": pa.array([0], pa.int8())}, {"timestamp": pa.array([T0], TS)}, "records[0].timestamp", 0, "magic 0 messages have no timestamp"),
     "two records, one message": ({"magic": pa.array([0], pa.int8())}, {"value": [b"a", b"b"]}, "batches[0].records", 0, "an uncompressed magic 0 message holds exactly one record, not 2"),
+    "raft value of an unknown version": ({"control": [True]}, {"key": [struct.pack(">hh", 0, 2)], "value": [b"\x00\x63\x00"]}, "records[0].value", 0, "LeaderChangeMessage version 99 is not one of"),
+    "raft value cut short": ({"control": [True]}, {"key": [struct.pack(">hh", 0, 2)], "value": [b"\x00\x00"]}, "records[0].value", 0, "LeaderChangeMessage v0"),
     "an empty compressed batch": ({"codec": ["zstd"]}, {"value": pa.array([], pa.binary())}, "batches[0].records", 0, "a compressed batch holds at least one record"),
     "an empty wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}, {"value": pa.array([], pa.binary())}, "batches[0].records", 0, "a compressed magic 0/1 message holds at least one record"),
     "LogAppendTime record timestamps": ({"timestamp_type": ["LogAppendTime"], "max_timestamp": pa.array([T0], TS)}, {"timestamp": pa.array([T0, T0 + 1], TS)}, "records[1].timestamp", 1, "differs from its LogAppendTime batch's max_timestamp"),
