@@ -112,9 +112,26 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
 
+# Byte offsets inside an entry (Kafka's DefaultRecordBatch and LegacyRecord): both formats start
+# with offset int64 and length int32, and keep the magic byte at 16.
+AT_LENGTH = 8
+AT_MAGIC = 16
+V2_EPOCH = 12  # magic 2: partition leader epoch int32, magic, then:
+V2_CRC = 17  # uint32
+V2_ATTR = 21  # int16
+V2_LAST_DELTA = 23  # int32
+V2_BASE_TS = 27  # int64
+V2_MAX_TS = 35  # int64
+V2_PID = 43  # int64
+V2_PEPOCH = 51  # int16
+V2_BASE_SEQ = 53  # int32
+V2_COUNT = 57  # int32
 V2_HEADER = 61  # bytes of a magic 2 batch header; records start here
-V2_CRC_FROM = 21  # CRC-32C covers attributes to the end
-LEGACY_CRC_FROM = 16  # CRC-32 covers magic to the end
+V2_CRC_FROM = V2_ATTR  # CRC-32C covers attributes to the end
+LEGACY_CRC = 12  # magic 0/1: crc uint32, magic, then:
+LEGACY_ATTR = 17  # int8
+LEGACY_TS = 18  # magic 1: timestamp int64; then (magic 0: here) key and value
+LEGACY_CRC_FROM = AT_MAGIC  # CRC-32 covers magic to the end
 LEGACY_MIN = (14, 22)  # length of an empty message: crc, magic, attributes, [timestamp], two lengths
 
 
@@ -318,7 +335,7 @@ def count_batches(data, starts, ends, counts):
             n += 1
             if end - pos < 12:
                 break
-            length = _i(data, pos + 8, 4)
+            length = _i(data, pos + AT_LENGTH, 4)
             if length < 5 or end - pos - 12 < length:
                 break  # a length that cannot hold a magic byte (zeros, say): no batch after it can be found
             pos += 12 + length
@@ -348,7 +365,7 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
             hdr[H_POS, b] = pos - row_start
             hdr[H_ABS, b] = pos
             left = end - pos
-            length = _i(data, pos + 8, 4) if left >= 12 else np.int64(-1)
+            length = _i(data, pos + AT_LENGTH, 4) if left >= 12 else np.int64(-1)
             if left < 12 or length > left - 12:
                 # a partial batch: read what is there, never an error
                 hdr[H_SIZE, b] = left
@@ -356,7 +373,7 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
                 hdr[H_LENGTH, b] = length
                 if left >= 8:
                     hdr[H_BASE_OFFSET, b] = _i(data, pos, 8)
-                hdr[H_MAGIC, b] = data[pos + 16] if left > 16 else -1
+                hdr[H_MAGIC, b] = data[pos + AT_MAGIC] if left > 16 else -1
                 b += 1
                 break
             hdr[H_LENGTH, b] = length
@@ -364,20 +381,20 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
             if length < 5:
                 # the rest of the row is this one failed entry, as Kafka's readers stop here too
                 hdr[H_SIZE, b] = left
-                _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, 14)
+                _fail(hdr, b, R_LENGTH, pos + AT_LENGTH - row_start, length, 14)
                 hdr[H_MAGIC, b] = -1
                 b += 1
                 break
             hdr[H_SIZE, b] = 12 + length
             stop = pos + 12 + length
-            magic = np.int64(data[pos + 16])
+            magic = np.int64(data[pos + AT_MAGIC])
             hdr[H_MAGIC, b] = magic
             if magic == 2:
                 _read_v2(data, pos, stop, row_start, hdr, b, crc32c_table, verify_crc)
             elif magic == 0 or magic == 1:
                 _read_legacy(data, pos, stop, row_start, hdr, b, crc32_table, verify_crc)
             else:
-                _fail(hdr, b, R_MAGIC, pos + 16 - row_start, magic, 0)
+                _fail(hdr, b, R_MAGIC, pos + AT_MAGIC - row_start, magic, 0)
             b += 1
             pos = stop
 
@@ -386,19 +403,19 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
 def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
     length = stop - pos - 12
     if length < V2_HEADER - 12:
-        _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, V2_HEADER - 12)
+        _fail(hdr, b, R_LENGTH, pos + AT_LENGTH - row_start, length, V2_HEADER - 12)
         return
-    hdr[H_EPOCH, b] = _i(data, pos + 12, 4)
-    hdr[H_CRC, b] = _be(data, pos + 17, 4)
-    attr = _i(data, pos + 21, 2)
+    hdr[H_EPOCH, b] = _i(data, pos + V2_EPOCH, 4)
+    hdr[H_CRC, b] = _be(data, pos + V2_CRC, 4)
+    attr = _i(data, pos + V2_ATTR, 2)
     hdr[H_ATTR, b] = attr
-    hdr[H_LAST_DELTA, b] = _i(data, pos + 23, 4)
-    hdr[H_BASE_TS, b] = _i(data, pos + 27, 8)
-    hdr[H_MAX_TS, b] = _i(data, pos + 35, 8)
-    hdr[H_PID, b] = _i(data, pos + 43, 8)
-    hdr[H_PEPOCH, b] = _i(data, pos + 51, 2)
-    hdr[H_BASE_SEQ, b] = _i(data, pos + 53, 4)
-    count = _i(data, pos + 57, 4)
+    hdr[H_LAST_DELTA, b] = _i(data, pos + V2_LAST_DELTA, 4)
+    hdr[H_BASE_TS, b] = _i(data, pos + V2_BASE_TS, 8)
+    hdr[H_MAX_TS, b] = _i(data, pos + V2_MAX_TS, 8)
+    hdr[H_PID, b] = _i(data, pos + V2_PID, 8)
+    hdr[H_PEPOCH, b] = _i(data, pos + V2_PEPOCH, 2)
+    hdr[H_BASE_SEQ, b] = _i(data, pos + V2_BASE_SEQ, 4)
+    count = _i(data, pos + V2_COUNT, 4)
     hdr[H_COUNT, b] = count
     hdr[H_REGION_START, b] = pos + V2_HEADER
     hdr[H_REGION_END, b] = stop
@@ -409,48 +426,48 @@ def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
             calc = np.int64(crc32(table, data, pos + V2_CRC_FROM, stop))
         hdr[H_CRC_CALC, b] = calc
         if calc != hdr[H_CRC, b]:
-            _fail(hdr, b, R_CRC, pos + 17 - row_start, hdr[H_CRC, b], calc)
+            _fail(hdr, b, R_CRC, pos + V2_CRC - row_start, hdr[H_CRC, b], calc)
             return
     else:
         hdr[H_CRC_CALC, b] = -1
     codec = attr & CODEC_MASK
     if codec > 4:
-        _fail(hdr, b, R_CODEC, pos + 21 - row_start, codec, 2)
+        _fail(hdr, b, R_CODEC, pos + V2_ATTR - row_start, codec, 2)
     elif count < 0:
-        _fail(hdr, b, R_NEGATIVE, pos + 57 - row_start, count, 0)
+        _fail(hdr, b, R_NEGATIVE, pos + V2_COUNT - row_start, count, 0)
 
 
 @njit(cache=True, nogil=True)
 def _read_legacy(data, pos, stop, row_start, hdr, b, table, verify_crc):
     """The header of a top-level magic 0/1 message; its value region when it is a wrapper."""
-    magic = np.int64(data[pos + 16])
+    magic = np.int64(data[pos + AT_MAGIC])
     length = stop - pos - 12
     if length < LEGACY_MIN[magic]:
-        _fail(hdr, b, R_LENGTH, pos + 8 - row_start, length, LEGACY_MIN[magic])
+        _fail(hdr, b, R_LENGTH, pos + AT_LENGTH - row_start, length, LEGACY_MIN[magic])
         return
-    hdr[H_CRC, b] = _be(data, pos + 12, 4)
-    attr = np.int64(data[pos + 17])
+    hdr[H_CRC, b] = _be(data, pos + LEGACY_CRC, 4)
+    attr = np.int64(data[pos + LEGACY_ATTR])
     hdr[H_ATTR, b] = attr
     if magic == 1:
-        hdr[H_MAX_TS, b] = _i(data, pos + 18, 8)
+        hdr[H_MAX_TS, b] = _i(data, pos + LEGACY_TS, 8)
     if verify_crc:
         calc = np.int64(crc32(table, data, pos + LEGACY_CRC_FROM, stop))
         hdr[H_CRC_CALC, b] = calc
         if calc != hdr[H_CRC, b]:
-            _fail(hdr, b, R_CRC, pos + 12 - row_start, hdr[H_CRC, b], calc)
+            _fail(hdr, b, R_CRC, pos + LEGACY_CRC - row_start, hdr[H_CRC, b], calc)
             return
     else:
         hdr[H_CRC_CALC, b] = -1
     codec = attr & CODEC_MASK
     if codec > 3:
-        _fail(hdr, b, R_CODEC, pos + 17 - row_start, codec, magic)
+        _fail(hdr, b, R_CODEC, pos + LEGACY_ATTR - row_start, codec, magic)
         return
     if codec == 0:
         # a message is a batch of one record: itself
         hdr[H_REGION_START, b] = pos
         hdr[H_REGION_END, b] = stop
         return
-    p = pos + 18 + 8 * magic
+    p = pos + LEGACY_TS + 8 * magic
     klen = _i(data, p, 4)
     if klen < -1 or klen > stop - p - 8:
         _fail(hdr, b, R_NEGATIVE if klen < -1 else R_OVERRUN, p - row_start, klen, stop - p - 8)
@@ -842,30 +859,30 @@ def _walk_legacy(
         if end - pos < 12:
             return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
         offset = _i(buf, pos, 8)
-        size = _i(buf, pos + 8, 4)
+        size = _i(buf, pos + AT_LENGTH, 4)
         if size < 0 or size > end - pos - 12:
             return _fail_at(
-                hdr, b, fill, R_OVERRUN if size >= 0 else R_NEGATIVE, pos + 8, size, end - pos - 12
+                hdr, b, fill, R_OVERRUN if size >= 0 else R_NEGATIVE, pos + AT_LENGTH, size, end - pos - 12
             )
-        stop = pos + 12 + size
+        stop = pos + LEGACY_CRC + size
         if size < 5:
-            return _fail_at(hdr, b, fill, R_LENGTH, pos + 8, size, 14)
-        inner_magic = np.int64(buf[pos + 16])
+            return _fail_at(hdr, b, fill, R_LENGTH, pos + AT_LENGTH, size, 14)
+        inner_magic = np.int64(buf[pos + AT_MAGIC])
         if inner_magic != magic:
-            return _fail_at(hdr, b, fill, R_INNER_MAGIC, pos + 16, inner_magic, magic)
+            return _fail_at(hdr, b, fill, R_INNER_MAGIC, pos + AT_MAGIC, inner_magic, magic)
         if size < LEGACY_MIN[magic]:
-            return _fail_at(hdr, b, fill, R_LENGTH, pos + 8, size, LEGACY_MIN[magic])
-        attr = np.int64(buf[pos + 17])
+            return _fail_at(hdr, b, fill, R_LENGTH, pos + AT_LENGTH, size, LEGACY_MIN[magic])
+        attr = np.int64(buf[pos + LEGACY_ATTR])
         if wrapper:
             if not fill:
-                stored = np.int64(_be(buf, pos + 12, 4))
+                stored = np.int64(_be(buf, pos + LEGACY_CRC, 4))
                 calc = np.int64(crc32(crc32_table, buf, pos + LEGACY_CRC_FROM, stop))
                 if stored != calc:
-                    return _fail_at(hdr, b, fill, R_INNER_CRC, pos + 12, stored, calc)
+                    return _fail_at(hdr, b, fill, R_INNER_CRC, pos + LEGACY_CRC, stored, calc)
             if attr & CODEC_MASK:
-                return _fail_at(hdr, b, fill, R_NESTED, pos + 17, attr & CODEC_MASK, 0)
+                return _fail_at(hdr, b, fill, R_NESTED, pos + LEGACY_ATTR, attr & CODEC_MASK, 0)
         ts = np.int64(-1)
-        p = pos + 18
+        p = pos + LEGACY_TS
         if magic == 1:
             ts = hdr[H_MAX_TS, b] if (wrapper and log_append) else _i(buf, p, 8)
             p += 8

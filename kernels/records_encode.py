@@ -26,12 +26,28 @@ from numba import config, njit
 
 from .encode import _put_uv, _uvlen, _zigzag
 from .records import (
+    AT_LENGTH,
+    AT_MAGIC,
     ATTR_LOG_APPEND_TIME,
     CODEC_MASK,
     HW_CRC32C,
+    LEGACY_ATTR,
+    LEGACY_CRC,
     LEGACY_CRC_FROM,
+    LEGACY_MIN,
+    LEGACY_TS,
+    V2_ATTR,
+    V2_BASE_SEQ,
+    V2_BASE_TS,
+    V2_COUNT,
+    V2_CRC,
     V2_CRC_FROM,
+    V2_EPOCH,
     V2_HEADER,
+    V2_LAST_DELTA,
+    V2_MAX_TS,
+    V2_PEPOCH,
+    V2_PID,
     _memcpy,
     crc32,
     crc32c_hw,
@@ -74,8 +90,6 @@ H_KEY_LEN = 1
 H_VALUE_AT = 2
 H_VALUE_LEN = 3  # -1: null
 NHF = 4
-
-LEGACY_OVERHEAD = (14, 22)  # crc, magic, attributes, [timestamp], key and value lengths
 
 
 # The hot helpers are inlined into Numba's IR (a call that passes arrays costs reference
@@ -130,12 +144,7 @@ def size_records(bh, perm, rec, hdrs, rsize):
         for i in range(bh[B_FIRST, b], bh[B_END, b]):
             j = perm[i]
             if legacy:
-                n = (
-                    12
-                    + LEGACY_OVERHEAD[bh[B_MAGIC, b]]
-                    + max(rec[R_KEY_LEN, j], 0)
-                    + max(rec[R_VALUE_LEN, j], 0)
-                )
+                n = 12 + LEGACY_MIN[bh[B_MAGIC, b]] + max(rec[R_KEY_LEN, j], 0) + max(rec[R_VALUE_LEN, j], 0)
                 total += n
             else:
                 n = _v2_body(bh, b, rec, hdrs, j)
@@ -198,9 +207,9 @@ def _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_d
         else:
             start = pos
             _put_be(out, pos, rec[R_OFFSET, j] - bh[B_INNER_BASE, b], 8)
-            _put_be(out, pos + 8, n - 12, 4)
-            out[pos + 16] = magic
-            out[pos + 17] = attr
+            _put_be(out, pos + AT_LENGTH, n - 12, 4)
+            out[pos + AT_MAGIC] = magic
+            out[pos + LEGACY_ATTR] = attr
             pos += 18
             if magic == 1:
                 _put_be(out, pos, rec[R_TS, j], 8)
@@ -239,28 +248,28 @@ def write_batches(out, bh, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_d
                 end = _write_records(out, at, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_data,
                                      crc32_table)  # fmt: skip
             _put_be(out, pos, bh[B_BASE_OFFSET, b], 8)
-            _put_be(out, pos + 8, end - pos - 12, 4)
-            _put_be(out, pos + 12, bh[B_EPOCH, b], 4)
-            out[pos + 16] = 2
-            _put_be(out, pos + 21, bh[B_ATTR, b], 2)
-            _put_be(out, pos + 23, bh[B_LAST_DELTA, b], 4)
-            _put_be(out, pos + 27, bh[B_BASE_TS, b], 8)
-            _put_be(out, pos + 35, bh[B_MAX_TS, b], 8)
-            _put_be(out, pos + 43, bh[B_PID, b], 8)
-            _put_be(out, pos + 51, bh[B_PEPOCH, b], 2)
-            _put_be(out, pos + 53, bh[B_BASE_SEQ, b], 4)
-            _put_be(out, pos + 57, bh[B_END, b] - bh[B_FIRST, b], 4)
+            _put_be(out, pos + AT_LENGTH, end - pos - 12, 4)
+            _put_be(out, pos + V2_EPOCH, bh[B_EPOCH, b], 4)
+            out[pos + AT_MAGIC] = 2
+            _put_be(out, pos + V2_ATTR, bh[B_ATTR, b], 2)
+            _put_be(out, pos + V2_LAST_DELTA, bh[B_LAST_DELTA, b], 4)
+            _put_be(out, pos + V2_BASE_TS, bh[B_BASE_TS, b], 8)
+            _put_be(out, pos + V2_MAX_TS, bh[B_MAX_TS, b], 8)
+            _put_be(out, pos + V2_PID, bh[B_PID, b], 8)
+            _put_be(out, pos + V2_PEPOCH, bh[B_PEPOCH, b], 2)
+            _put_be(out, pos + V2_BASE_SEQ, bh[B_BASE_SEQ, b], 4)
+            _put_be(out, pos + V2_COUNT, bh[B_END, b] - bh[B_FIRST, b], 4)
             if HW_CRC32C:
                 crc = np.int64(crc32c_hw(out, pos + V2_CRC_FROM, end))
             else:
                 crc = np.int64(crc32(crc32c_table, out, pos + V2_CRC_FROM, end))
-            _put_be(out, pos + 17, crc, 4)
+            _put_be(out, pos + V2_CRC, crc, 4)
         elif not compressed:
             _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_data,
                            crc32_table)  # fmt: skip
         else:
             # a wrapper: a message whose value is the compressed inner message set; null key
-            p = pos + 18
+            p = pos + LEGACY_TS
             if magic == 1:
                 _put_be(out, p, bh[B_MAX_TS, b], 8)
                 p += 8
@@ -268,7 +277,7 @@ def write_batches(out, bh, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_d
             _put_be(out, p + 4, bh[B_PAYLOAD_LEN, b], 4)
             end = _copy(payloads, bh[B_PAYLOAD, b], bh[B_PAYLOAD_LEN, b], out, p + 8)
             _put_be(out, pos, bh[B_BASE_OFFSET, b], 8)
-            _put_be(out, pos + 8, end - pos - 12, 4)
-            out[pos + 16] = magic
-            out[pos + 17] = bh[B_ATTR, b]
-            _put_be(out, pos + 12, np.int64(crc32(crc32_table, out, pos + LEGACY_CRC_FROM, end)), 4)
+            _put_be(out, pos + AT_LENGTH, end - pos - 12, 4)
+            out[pos + AT_MAGIC] = magic
+            out[pos + LEGACY_ATTR] = bh[B_ATTR, b]
+            _put_be(out, pos + LEGACY_CRC, np.int64(crc32(crc32_table, out, pos + LEGACY_CRC_FROM, end)), 4)

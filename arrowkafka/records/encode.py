@@ -640,12 +640,17 @@ def _compress(b: _Batches, r: _Records, bh: np.ndarray, rsize: np.ndarray) -> np
         bh[ke.B_PAYLOAD_LEN, s] = len(piece)
         pos += len(piece)
     payloads = np.frombuffer(b"".join(pieces), np.uint8)
-    length = np.where(bh[ke.B_MAGIC, todo] == 2, kr.V2_HEADER - 12, 14 + 8 * bh[ke.B_MAGIC, todo])
+    length = np.where(bh[ke.B_MAGIC, todo] == 2, kr.V2_HEADER - 12, _legacy_min(bh[ke.B_MAGIC, todo]))
     length = length + bh[ke.B_PAYLOAD_LEN, todo]
     if (bad := _first(length > MAX_LENGTH)) is not None:
         raise b.err(f"compressed, the batch would be {length[bad]} bytes long, more than {MAX_LENGTH}",
                     int(r.border[todo[bad]]), "codec")  # fmt: skip
     return payloads if len(payloads) else _EMPTY
+
+
+def _legacy_min(magic: np.ndarray) -> np.ndarray:
+    """Bytes of an empty magic 0/1 message after its length (the kernels' LEGACY_MIN)."""
+    return np.where(magic == 1, kr.LEGACY_MIN[1], kr.LEGACY_MIN[0])
 
 
 # ---- output --------------------------------------------------------------------------------------
@@ -655,7 +660,7 @@ def _place(b: _Batches, r: _Records, bh: np.ndarray, nv: int) -> tuple[np.ndarra
     """Each batch's size and place, the output buffer and the values' offsets."""
     magic = bh[ke.B_MAGIC]
     compressed = bh[ke.B_PAYLOAD] >= 0
-    legacy_head = 12 + np.where(magic == 1, 22, 14)
+    legacy_head = 12 + _legacy_min(magic)
     size = np.where(magic == 2, kr.V2_HEADER + np.where(compressed, bh[ke.B_PAYLOAD_LEN], bh[ke.B_REGION]),
                     np.where(compressed, legacy_head + bh[ke.B_PAYLOAD_LEN], bh[ke.B_REGION]))  # fmt: skip
     ends = np.cumsum(size)

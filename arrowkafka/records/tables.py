@@ -154,7 +154,7 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
     ts_type = read & (magic >= 1)
     region = hdr[k.H_REGION_END] - hdr[k.H_REGION_START]
     decompressed = hdr[k.H_INNER] == 1
-    stored = np.where(decompressed, hdr[k.H_SIZE] - 12 - np.where(v2, 49, 0), region)
+    stored = np.where(decompressed, hdr[k.H_SIZE] - 12 - np.where(v2, k.V2_HEADER - 12, 0), region)
     legacy_count = np.where(ok, hdr[k.H_NREC], 0)
     cols = {
         "row": _int(hdr[k.H_ROW], pa.int64()),
