@@ -639,7 +639,8 @@ def _compress(b: _Batches, r: _Records, bh: np.ndarray, rsize: np.ndarray) -> np
         bh[ke.B_PAYLOAD, s] = pos
         bh[ke.B_PAYLOAD_LEN, s] = len(piece)
         pos += len(piece)
-    payloads = np.frombuffer(b"".join(pieces), np.uint8)
+    # numpy allocates with huge pages, bytes.join does not (fresh pages are dear on a VM)
+    payloads = np.concatenate([np.frombuffer(p, np.uint8) for p in pieces]) if pieces else _EMPTY
     length = np.where(bh[ke.B_MAGIC, todo] == 2, kr.V2_HEADER - 12, _legacy_min(bh[ke.B_MAGIC, todo]))
     length = length + bh[ke.B_PAYLOAD_LEN, todo]
     if (bad := _first(length > MAX_LENGTH)) is not None:
