@@ -261,6 +261,6 @@ def _error(
         message_index=row,
         offset=at,
         size=int(ends[row] - starts[row]),
-        message={2: "RecordBatch", 1: "MessageSet", 0: "MessageSet"}.get(magic, "records"),
+        message=tables.FORMATS.get(magic, "records"),
         version=magic,
     )

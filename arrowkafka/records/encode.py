@@ -22,6 +22,7 @@ from arrowkafka.kernels import records as kr
 from arrowkafka.kernels import records_encode as ke
 from arrowkafka.records.codecs import CODECS, compress
 from arrowkafka.records.control import CONTROL_TYPES, SPECS, kraft_value_errors
+from arrowkafka.records.tables import FORMATS, TIMESTAMP_TYPES
 
 __all__ = ["MAX_LENGTH", "encode_records"]
 
@@ -29,8 +30,6 @@ MAX_LENGTH = (1 << 31) - 1  # int32 lengths: a record, a message, a batch (after
 MAX_VALUES = 1 << 28  # output values (each costs an int32 offset, empty ones too): 1 GiB of offsets
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-_FORMAT = {0: "MessageSet", 1: "MessageSet", 2: "RecordBatch"}
 
 
 def encode_records(batches: Any, records: Any, *, num_values: int | None = None) -> pa.BinaryArray:
@@ -126,7 +125,7 @@ def _array(t: pa.Table, name: str, table: str = "") -> pa.Array | None:
 
 def _err(reason: str, table: str, row: int, field: str, magic: int = -1) -> EncodeError:
     return EncodeError(
-        reason, path=f"{table}[{row}].{field}", row=row, message=_FORMAT.get(magic, "records"), version=magic
+        reason, path=f"{table}[{row}].{field}", row=row, message=FORMATS.get(magic, "records"), version=magic
     )
 
 

@@ -14,15 +14,19 @@ from arrowkafka.records.control import MARKERS_SCHEMA
 
 __all__ = [
     "BATCHES_SCHEMA",
+    "FORMATS",
     "RECORDS_SCHEMA",
     "RECORDS_VIEW_SCHEMA",
     "REJECTS_SCHEMA",
     "RecordColumns",
+    "TIMESTAMP_TYPES",
     "batches_table",
     "rejects_table",
 ]
 
 TS = pa.timestamp("ms", tz="UTC")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")  # by the timestamp-type attribute bit
+FORMATS = {0: "MessageSet", 1: "MessageSet", 2: "RecordBatch"}  # what errors call each magic
 HEADER = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 
 BATCHES_SCHEMA = pa.schema(
@@ -169,7 +173,7 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
         "crc": _int(hdr[k.H_CRC], pa.uint32(), read),
         "crc_ok": _bool(hdr[k.H_CRC] == hdr[k.H_CRC_CALC], crc_checked),
         "codec": _names(codec, (*CODECS, "unknown 5", "unknown 6", "unknown 7"), read),
-        "timestamp_type": _names((attr >> 3) & 1, ("CreateTime", "LogAppendTime"), ts_type),
+        "timestamp_type": _names((attr >> 3) & 1, TIMESTAMP_TYPES, ts_type),
         "transactional": _bool(((attr & k.ATTR_TRANSACTIONAL) != 0) & v2, read),
         "control": _bool(((attr & k.ATTR_CONTROL) != 0) & v2, read),
         "delete_horizon": _int(base_ts, TS, horizon),
