@@ -11,7 +11,7 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
-from batchtools import Rec, build, rewrap_v2
+from batchtools import Rec, build, ours, read, rewrap_v2
 
 import arrowkafka as ak
 
@@ -110,3 +110,25 @@ def test_many_members_and_frames() -> None:
     assert decompress(1, memoryview(payload), 1 << 20) == b"end"
     frames = zstandard.ZstdCompressor().compress(b"") * 50_000
     assert decompress(4, memoryview(frames + zstandard.ZstdCompressor().compress(b"end")), 1 << 20) == b"end"
+
+
+@pytest.mark.parametrize("guess", [1, 8])
+def test_batches_that_decompress_past_the_buffer_first_reserved(
+    monkeypatch: pytest.MonkeyPatch, guess: int
+) -> None:
+    # zeros compress ~1000:1, past what decode_records first reserves for the decompressed records;
+    # a small walk group makes the counting walk run between the buffer's moves
+    import arrowkafka.records.decode as decode_module
+
+    zeros = [Rec(b"z%d" % i, bytes(20_000), [("h", b"v")], 1_700_000_000_000 + i) for i in range(20)]
+    mixed = [
+        build(2, codec, zeros if b % 2 else RECS, offset=1000 * b)
+        for b, codec in enumerate([1, 0, 2, 3, 4, 1, 0, 4, 3, 2])
+    ]
+    monkeypatch.setattr(decode_module, "INNER_GUESS", guess)
+    monkeypatch.setattr(decode_module, "WALK_GROUP", 30_000)
+    _, want, _ = read(b"".join(mixed))
+    for values in (mixed, [b"".join(mixed)]):
+        got = ak.decode_records(values)
+        assert ours(got) == want
+        assert got.batches.column("error").null_count == len(mixed)
