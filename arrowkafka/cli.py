@@ -8,13 +8,22 @@
 
 Every command takes ``--specs DIR`` (repeatable) to use a spec folder of your own instead of
 the vendored specs; a later folder overrides an earlier one by message name.
+
+Exit status (``EXIT`` below): 0 all decoded; 1 done, but some input went to the rejects table;
+2 nothing done, a mistake in the command (a bad option, a file that is not there or not a
+capture, an output folder that cannot be written or holds an earlier run); 130 interrupted;
+141 the reader of the output went away (``arrowkafka specs | head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from arrowkafka.api import SpecSet, load_specs
 from arrowkafka.errors import ArrowKafkaError
@@ -22,6 +31,18 @@ from arrowkafka.errors import ArrowKafkaError
 __all__ = ["main"]
 
 SAMPLE = "tansu_confluent.pcap"
+
+EXIT = """exit status:
+  0    everything decoded
+  1    done, but some input went to the rejects table (the summary says what and why)
+  2    nothing done: a mistake in the command (a bad option, a path that is missing or not
+       a capture, an output folder that cannot be written or holds an earlier run)
+  130  interrupted
+  141  the reader of the output went away (e.g. `arrowkafka specs | head`)"""
+
+
+class UserError(Exception):
+    """A mistake in the command: one line on stderr, exit status 2, nothing written."""
 
 
 def _specs(args: argparse.Namespace) -> SpecSet:
@@ -52,18 +73,57 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from arrowkafka.traffic import decode_capture
 
-    for capture in args.captures:  # every capture readable before anything is written
-        with open(capture, "rb"):
-            pass
-
+    for capture in args.captures:  # every capture readable, and a capture, before anything is written
+        _check_capture(capture)
+    specs = _specs(args)
+    _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
 
-    summary = decode_capture(args.captures, args.output, _specs(args), broker_ports=args.port or (9092,),
+    summary = decode_capture(args.captures, args.output, specs, broker_ports=args.port or (9092,),
                              progress=_progress if sys.stderr.isatty() else None,
                              payloads=not getattr(args, "no_payloads", False))  # fmt: skip
     print(summary.render())
-    print(f"\nwrote {len(summary.tables)} tables, the record tables and _rejects.parquet to {args.output}/")
+    print(f"\nwrote {len(summary.tables)} tables, the record tables and rejects.parquet to {args.output}/")
     return 0 if summary.frames_in == summary.rows + summary.rejects else 1
+
+
+PCAP_MAGICS = {b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1"}
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+
+
+def _check_capture(path: str) -> None:
+    """A file that opens and starts as pcap or pcapng does (else a ``UserError`` naming it)."""
+    with open(path, "rb") as f:  # OSError: missing, a folder, not readable
+        head = f.read(4)
+    if head not in PCAP_MAGICS and head != PCAPNG_MAGIC:
+        what = "an empty file" if not head else f"it starts with {head.hex()}"
+        raise UserError(f"{path}: not a pcap or pcapng capture ({what})")
+
+
+OWN_TABLES = ("rejects", "records", "record_batches", "record_markers")  # beside one per message
+
+
+def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> None:
+    """The output folder: made if missing. One holding an earlier run's tables (ours: named
+    after a message or ``OWN_TABLES``) is refused unless ``--overwrite``, which deletes those
+    tables and nothing else, so no earlier table is left beside the new ones."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    names = {*messages, *OWN_TABLES}
+    earlier = sorted(p for p in out.glob("*.parquet") if p.stem in names) if out.is_dir() else []
+    if earlier and not overwrite:
+        raise UserError(
+            f"{out}: holds {len(earlier)} tables of an earlier run; "
+            "choose another folder, or --overwrite to replace them"
+        )
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    if not os.access(out, os.W_OK | os.X_OK):
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise UserError(f"{out}: cannot write in this folder")
+    for table in earlier:
+        table.unlink()
 
 
 def _progress(capture: str, done: int, size: int | None) -> None:
@@ -84,12 +144,12 @@ def cmd_segments(args: argparse.Namespace) -> int:
     from arrowkafka.segments import decode_segments, segment_files
 
     if not segment_files(args.paths):  # every path readable before anything is written
-        print("arrowkafka: error: no *.log segment files in " + ", ".join(args.paths), file=sys.stderr)
-        return 2
+        raise UserError("no *.log segment files in " + ", ".join(args.paths))
+    _output_folder(Path(args.output), args.overwrite)
     summary = decode_segments(args.paths, args.output, payloads=not args.no_payloads,
                               progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
-    print(f"\nwrote _record_batches, _records, _record_markers and _rejects to {args.output}/")
+    print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
     return 0 if summary.rejects == 0 else 1
 
 
@@ -100,17 +160,41 @@ def cmd_sample(args: argparse.Namespace) -> int:
     print(f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n")
     args.captures = [capture]
     status = cmd_decode(args)
-    query = (
-        f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms "
-        f"FROM '{args.output}/FetchResponse.parquet' GROUP BY ALL"
-    )
-    print("\nquery it, e.g. with DuckDB (installed by the test extra):")
-    print(f'  python -c "import duckdb; duckdb.sql(\\"{query}\\").show()"')
+    table = str(Path(args.output, "FetchResponse.parquet")).replace("'", "''")
+    query = f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms FROM '{table}' GROUP BY ALL"
+    code = f"import duckdb; duckdb.sql({query!r}).show()"
+    print("\nquery it, e.g. with DuckDB (installed by the test extra), as shown from any folder:")
+    print(f"  {shlex.quote(sys.executable)} -c {shlex.quote(code)}")
     return status
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return port
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"arrowkafka {version('arrowkafka')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "arrowkafka (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="arrowkafka", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="arrowkafka",
+        description=__doc__.split("\n")[0],
+        epilog=EXIT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--specs",
@@ -119,37 +203,52 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="spec folder to load instead of the vendored specs (repeatable; later wins)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the tables (*.parquet) an earlier run left in the output folder",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("specs", parents=[common], help="list message specs")
-    p.add_argument("--type", choices=["request", "response", "header", "data", "metadata"])
+    def command(name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=parents, help=help, description=help[0].upper() + help[1:] + ".",
+                              epilog=EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+    p = command("specs", "list message specs", [common])
+    p.add_argument("--type", choices=["request", "response", "header", "data", "metadata"],
+                   help="only messages of this type")  # fmt: skip
     p.set_defaults(run=cmd_specs)
 
-    p = sub.add_parser("schema", parents=[common], help="print a message's Arrow schema")
+    p = command("schema", "print a message's Arrow schema", [common])
     p.add_argument("name", help="message name, e.g. FetchRequest")
     p.add_argument("--version", type=int, help="one version (default: the all-versions schema)")
     p.add_argument("--metadata", action="store_true", help="also print the kafka.* field metadata")
     p.set_defaults(run=cmd_schema)
 
-    p = sub.add_parser("decode", parents=[common], help="decode captures (pcap, pcapng) to Parquet")
-    p.add_argument("captures", nargs="+", help="capture files")
-    p.add_argument("-o", "--output", required=True, help="output folder")
-    p.add_argument("--port", type=int, action="append", help="broker port (repeatable; default 9092)")
+    p = command("decode", "decode captures (pcap, pcapng) to Parquet", [common, output])
+    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="capture files (pcap or pcapng)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (made if missing)")
+    p.add_argument("--port", type=_port, action="append",
+                   help="a broker's TCP port (repeatable; default 9092)")  # fmt: skip
     p.add_argument("--no-payloads", action="store_true",
-                   help="leave record keys and values out of _records (their sizes stay)")  # fmt: skip
+                   help="leave record keys and values out of records.parquet (their sizes stay)")  # fmt: skip
     p.set_defaults(run=cmd_decode)
 
-    p = sub.add_parser("segments", help="decode Kafka log segments (*.log files or log folders) to Parquet")
-    p.add_argument("paths", nargs="+", help="segment files, partition folders or whole log dirs")
-    p.add_argument("-o", "--output", required=True, help="output folder")
+    p = command("segments", "decode Kafka log segments (*.log files or log folders) to Parquet", [output])
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="segment files, partition folders or whole log dirs"
+    )
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (made if missing)")
     p.add_argument("--no-payloads", action="store_true",
-                   help="leave record keys and values out of _records (their sizes stay)")  # fmt: skip
+                   help="leave record keys and values out of records.parquet (their sizes stay)")  # fmt: skip
     p.set_defaults(run=cmd_segments)
 
-    p = sub.add_parser("sample", parents=[common], help="run the main job on the bundled capture")
-    p.add_argument("-o", "--output", default="arrowkafka-sample", help="output folder (default: %(default)s)")
-    p.add_argument("--port", type=int, action="append", help=argparse.SUPPRESS)
-    p.set_defaults(run=cmd_sample)
+    p = command("sample", "run the main job on the bundled capture", [common])
+    p.add_argument("-o", "--output", default="arrowkafka-sample", metavar="DIR",
+                   help="output folder (default: %(default)s; replaces an earlier run)")  # fmt: skip
+    p.add_argument("--port", type=_port, action="append", help=argparse.SUPPRESS)
+    p.set_defaults(run=cmd_sample, overwrite=True)
     return parser
 
 
@@ -177,17 +276,30 @@ def bound_heap() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.run(args))
-    except (ArrowKafkaError, KeyError) as e:
+    except (ArrowKafkaError, KeyError, UserError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"arrowkafka: error: {message}", file=sys.stderr)
         return 2
     except OSError as e:  # a path the user gave: missing, a folder, not readable or writable
+        if isinstance(e, BrokenPipeError):
+            return _reader_gone()
         where = f"{e.filename}: " if e.filename else ""
         print(f"arrowkafka: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("arrowkafka: interrupted", file=sys.stderr)
+        return 130
+
+
+def _reader_gone() -> int:
+    """The pipe's reader closed it (``| head``): stop quietly. What is still buffered for stdout
+    goes to /dev/null, else Python's exit would flush it and report the broken pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

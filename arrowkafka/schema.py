@@ -58,6 +58,8 @@ __all__ = [
     "has_tags_present",
     "column_name",
     "message_schema",
+    "portable_table",
+    "portable_type",
     "storage_type",
     "primitive_type",
     "unknown_tags_type",
@@ -83,6 +85,33 @@ _PRIMITIVE = {
 }
 
 _WORD_START = re.compile(r"(?<=[^A-Z])(?=[A-Z])")
+
+
+def portable_type(t: pa.DataType) -> pa.DataType:
+    """The type a Parquet file holds for ``t`` so that Spark reads it as well as DuckDB, pandas
+    and Polars (Spark has no unsigned integers, no uuid and no nanoseconds): unsigned integers
+    widen to the next signed type, uuid becomes its 16 raw bytes as binary, timestamps hold
+    microseconds; nesting is kept. The files the CLI writes and the Spark jobs' both use it."""
+    if isinstance(t, pa.BaseExtensionType):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(portable_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(portable_type(t.key_type), t.item_field.with_type(portable_type(t.item_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(portable_type(t.value_type)))
+    if pa.types.is_timestamp(t):  # UTC-adjusted unless naive
+        return pa.timestamp("us", "UTC" if t.tz else None)
+    return {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}.get(t, t)
+
+
+def portable_table(table: pa.Table) -> pa.Table:
+    """``table`` in ``portable_type``s (the same table when nothing changes); nanoseconds past
+    the microsecond are dropped (``_latency_ns`` columns keep them)."""
+    schema = pa.schema(
+        [f.with_type(portable_type(f.type)) for f in table.schema], metadata=table.schema.metadata
+    )
+    return table if schema.equals(table.schema) else table.cast(schema, safe=False)
 
 
 def column_name(kafka_name: str) -> str:

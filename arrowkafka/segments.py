@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from arrowkafka.errors import ArrowKafkaError
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.tables import linked_schemas
+from arrowkafka.schema import portable_table
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
@@ -53,7 +54,7 @@ REJECTS = pa.schema(
 
 
 def segment_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
-    return {**linked_schemas(list(LINK), payloads), "_rejects": REJECTS}
+    return {**linked_schemas(list(LINK), payloads), "rejects": REJECTS}
 
 
 @dataclass
@@ -131,6 +132,7 @@ class _Writers:
     def write(self, name: str, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
+        table = portable_table(table)  # types every reader takes, Spark's included
         if name not in self.open:
             self.open[name] = pq.ParquetWriter(self.path(name), table.schema)
         self.open[name].write_table(table)
@@ -140,7 +142,7 @@ class _Writers:
             w.close()
         for name, schema in empty.items():
             if name not in self.open:
-                pq.write_table(schema.empty_table(), self.path(name))
+                pq.write_table(portable_table(schema.empty_table()), self.path(name))
 
 
 def decode_segments(
@@ -154,9 +156,9 @@ def decode_segments(
     first_batch_id: int = 0,
 ) -> SegmentSummary:
     """Decode log segment files (or the ``*.log`` files under folders) into Parquet tables under
-    ``outdir``: ``_record_batches``, ``_records``, ``_record_markers``, ``_rejects``, and for the
-    internal topics one table per record type (``__consumer_offsets.OffsetCommit`` ...).
-    ``part``: write each table as a part of a folder (``_records.parquet/<part>.parquet``), with
+    ``outdir``: ``record_batches``, ``records``, ``record_markers``, ``rejects``, and for the
+    internal topics one table per record type (``consumer_offsets.OffsetCommit`` ...).
+    ``part``: write each table as a part of a folder (``records.parquet/<part>.parquet``), with
     batch ids from ``first_batch_id``, as the Spark job does per task."""
     files = segment_files(paths)
     out = Path(outdir)
@@ -193,7 +195,7 @@ def _decode_file(
     topic, partition = _topic_partition(path)
     size = path.stat().st_size
     # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
-    # are decoded from them (_records still leaves them out)
+    # are decoded from them (records still leaves them out)
     keep_payloads = payloads or topic in INTERNAL
     with open(path, "rb") as f:
         pos, buf = 0, f.read(chunk_bytes)
@@ -264,26 +266,26 @@ def _write_piece(
     file_pos = pc.add(batches.column("position"), pos)
     body = batches.drop_columns(["row"]).set_column(0, "position", file_pos)
     table = pa.Table.from_arrays([*link(pa.array(np.arange(keep)), keep), *body.columns],
-                                 schema=schemas["_record_batches"])  # fmt: skip
-    writers.write("_record_batches", table)
+                                 schema=schemas["record_batches"])  # fmt: skip
+    writers.write("record_batches", table)
     dropped = ["batch"] if payloads else [c for c in ("batch", "key", "value") if c in records.column_names]
     rec_body = records.drop_columns(dropped).columns
     table = pa.Table.from_arrays(
-        [*link(records.column("batch"), n_rec), *rec_body], schema=schemas["_records"]
+        [*link(records.column("batch"), n_rec), *rec_body], schema=schemas["records"]
     )
-    writers.write("_records", table)
+    writers.write("records", table)
     markers = got.markers.filter(pc.less(got.markers.column("batch"), keep))
     marker_body = markers.drop_columns(["record", "batch"]).columns
     table = pa.Table.from_arrays([*link(markers.column("batch"), markers.num_rows), *marker_body],
-                                 schema=schemas["_record_markers"])  # fmt: skip
-    writers.write("_record_markers", table)
+                                 schema=schemas["record_markers"])  # fmt: skip
+    writers.write("record_markers", table)
     rejects = got.rejects.filter(pc.less(got.rejects.column("batch"), keep))
     summary.rejects += rejects.num_rows
     where = [pa.repeat(pa.scalar(str(path)), rejects.num_rows), pc.add(rejects.column("position"), pos)]
     table = pa.Table.from_arrays(
         [*where, *rejects.select(["error", "reason", "raw"]).columns], schema=REJECTS
     )
-    writers.write("_rejects", table)
+    writers.write("rejects", table)
     if topic in ("__consumer_offsets", "__cluster_metadata") and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)
 
@@ -313,7 +315,7 @@ def _typed(
         summary.rejects += 1
         row = {"file": [str(path)], "position": [pos], "error": [type(e).__name__],
                "reason": [f"{topic} record: {e}"], "raw": pa.nulls(1, pa.binary())}  # fmt: skip
-        writers.write("_rejects", pa.table(row, schema=REJECTS))
+        writers.write("rejects", pa.table(row, schema=REJECTS))
         return
     for name, table in tables.items():
         index = table.column("_index")
@@ -327,6 +329,6 @@ def _typed(
         )
         full = pa.Table.from_arrays([*lead.columns, *table.drop_columns(["_index"]).columns],
                                     names=[*lead.column_names, *table.column_names[1:]])  # fmt: skip
-        key = f"{topic}.{name}"
+        key = f"{topic.lstrip('_')}.{name}"  # a leading _ hides a file from Spark and Hive
         summary.tables[key] = summary.tables.get(key, 0) + full.num_rows
         writers.write(key, full)

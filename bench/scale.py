@@ -75,7 +75,7 @@ def output_stats(out: Path) -> tuple[int, int]:
     size, uniques = 0, []
     for path in out.glob("*.parquet"):
         size += path.stat().st_size
-        column = "client" if path.name == "_rejects.parquet" else "_client"
+        column = "client" if path.name == "rejects.parquet" else "_client"
         file = pq.ParquetFile(path)
         for g in range(file.num_row_groups):
             uniques.append(pc.unique(file.read_row_group(g, columns=[column]).column(0)).cast(pa.string()))

@@ -182,8 +182,8 @@ def check_output(out: Path) -> dict:
     size = sum(p.stat().st_size for p in out.rglob("*.parquet"))
     # what the codecs made of the stored bytes: how much a piece can grow once decompressed
     stored, whole = con.sql(f"SELECT sum(records_size), sum(uncompressed_size) FROM "
-                            f"read_parquet('{out}/_record_batches.parquet')").fetchall()[0]  # fmt: skip
-    return {"records": rows("_records"), "batches": rows("_record_batches"), "rejects": rows("_rejects"),
+                            f"read_parquet('{out}/record_batches.parquet')").fetchall()[0]  # fmt: skip
+    return {"records": rows("records"), "batches": rows("record_batches"), "rejects": rows("rejects"),
             "output_bytes": size, "records_bytes": int(stored), "uncompressed_bytes": int(whole)}  # fmt: skip
 
 

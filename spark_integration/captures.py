@@ -8,12 +8,11 @@ them per message and version (the tables to make) and finds the topic names. Sta
 frames and yields one wide row per frame: the frame columns, one struct column per message
 type present (the all-versions schema; null outside its own rows) and a ``_reject`` struct
 for what did not decode. Each message type is then written from that cached result with
-Spark's Parquet writer, so the output is readable by Spark as well as by anything else (the
-CLI's files are not: Spark rejects their nanosecond timestamps and UUID columns).
+Spark's Parquet writer, in the types the CLI's files have too (``schema.portable_type``).
 
 The records of Produce requests and Fetch (and ShareFetch) responses are decoded in stage 2
 too, by the CLI's ``traffic.records.records_of``, into three more struct columns of the same
-wide rows (``_record_batches``, ``_records``, ``_record_markers``), as the CLI's job would:
+wide rows (``record_batches``, ``records``, ``record_markers``), as the CLI's job would:
 
 - Topic ids (Fetch v13+) are named by the capture's Metadata and CreateTopics responses. The
   CLI learns names a 32 MB chunk at a time, from the chunks read so far, this one included; so
@@ -28,7 +27,7 @@ wide rows (``_record_batches``, ``_records``, ``_record_markers``), as the CLI's
   1's partitions as they are), so it counts each capture's batches from 0, and each capture's
   offset (the batches of the captures before it) is added when the tables are written.
 
-Types are Spark's: unsigned integers widen, uuid is its 16 bytes, and timestamps hold
+Types are the portable ones (Spark's): unsigned integers widen, uuid is its 16 bytes, and timestamps hold
 microseconds (a pcapng capture with nanosecond stamps loses the last three digits;
 ``_latency_ns`` is computed before and stays exact).
 """
@@ -60,7 +59,7 @@ _MESSAGE = "_message"
 _CAPTURE = "_capture"
 _CHUNK = "_chunk"
 # the record tables: struct columns of the decoded rows, and those rows' ``_message``
-RECORD_TABLES = ("_record_batches", "_records", "_record_markers")
+RECORD_TABLES = ("record_batches", "records", "record_markers")
 _RECORD_REJECT = "_record_rejects"  # ``_message`` of a rejected record batch's row
 # what a survey of the frames collects: frames per (message, version), or a topic id that a
 # capture's Metadata or CreateTopics responses named in a chunk
@@ -367,7 +366,7 @@ def decoded_frames(
     ``messages`` (null outside that type's rows) and ``_reject`` (set, alone, on rejects).
 
     ``records=True`` (this runs a small job first, for the topic names) adds ``_capture`` and a
-    struct column per record table (``_record_batches``, ``_records``, ``_record_markers``,
+    struct column per record table (``record_batches``, ``records``, ``record_markers``,
     ``payloads=False``: no keys and values): one row per batch, record or marker, whose
     ``_message`` names its table and ``_capture`` its capture; a batch that does not decode
     is a ``_reject`` row whose ``_message`` is ``_record_rejects``. Batch ids count from 0 in
@@ -410,8 +409,8 @@ def decode_captures(
     chunk_bytes: int | None = None,
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
-    ``_rejects.parquet`` and the record tables ``_record_batches.parquet``, ``_records.parquet``
-    and ``_record_markers.parquet`` (``payloads=False``: no keys and values), each a folder of
+    ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
+    and ``record_markers.parquet`` (``payloads=False``: no keys and values), each a folder of
     Parquet parts as Spark writes them, with the CLI's columns and rows in Spark's types. Batch
     ids are the CLI's given the captures in order of their URIs. ``chunk_bytes`` must be the
     CLI's (32 MB unless given) for the same topic names: a Fetch response's topic ids are
@@ -455,7 +454,7 @@ def decode_captures(
             m: decoded.where(F.col(_MESSAGE) == m).select(*FRAME_COLUMNS.names, f"`{m}`.*")
             for m in summary.tables
         }
-        jobs["_rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")
+        jobs["rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")
         jobs.update(_record_jobs(spark, decoded, batches))
         with _conf_lock:
             key = "spark.sql.parquet.outputTimestampType"

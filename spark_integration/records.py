@@ -28,11 +28,11 @@ def _out_fields(kept: list[pa.Field], what: str, payloads: bool) -> list[pa.Fiel
     from arrowkafka.records.tables import linked_schemas
 
     tables = linked_schemas([], payloads)  # decode_records' tables without their row and batch indices
-    batch_fields = list(tables["_record_batches"])
+    batch_fields = list(tables["record_batches"])
     if what == "batches":
         fields = [*kept, *batch_fields]
     else:
-        fields = [*kept, pa.field("batch", pa.struct(batch_fields)), *tables["_records"]]
+        fields = [*kept, pa.field("batch", pa.struct(batch_fields)), *tables["records"]]
     return [f.with_type(spark_arrow_type(f.type)).with_nullable(True) for f in fields]
 
 
@@ -102,7 +102,7 @@ def decode_segments(
     spark: SparkSession, paths: str | Sequence[str], outdir: str | Path, *, payloads: bool = True
 ) -> SegmentSummary:
     """Log segment files (or the ``*.log`` files under folders) decoded on Spark, one task per
-    file, into ``outdir``: ``_record_batches.parquet``, ``_records.parquet``, ... each a folder
+    file, into ``outdir``: ``record_batches.parquet``, ``records.parquet``, ... each a folder
     of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes; the
     tasks' summaries added up. The workers must see the paths and ``outdir`` (local mode, or a
     shared file system)."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import arrowkafka as ak
+from arrowkafka.schema import portable_type
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -18,22 +19,9 @@ __all__ = ["spark_arrow_type", "spark_type", "task_specs"]
 
 
 def spark_arrow_type(t: pa.DataType) -> pa.DataType:
-    """The Arrow type Spark exchanges for the Spark type of ``t``: unsigned integers widen to
-    the next signed type, uuid becomes its 16 raw bytes as binary, timestamps hold
-    microseconds; nesting is kept."""
-    if isinstance(t, pa.BaseExtensionType):
-        return pa.binary()
-    if pa.types.is_struct(t):
-        return pa.struct(
-            [t.field(i).with_type(spark_arrow_type(t.field(i).type)) for i in range(t.num_fields)]
-        )
-    if pa.types.is_map(t):
-        return pa.map_(spark_arrow_type(t.key_type), t.item_field.with_type(spark_arrow_type(t.item_type)))
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(spark_arrow_type(t.value_type)))
-    if pa.types.is_timestamp(t):  # Spark keeps microseconds; UTC-adjusted unless naive
-        return pa.timestamp("us", "UTC" if t.tz else None)
-    return {pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}.get(t, t)
+    """The Arrow type Spark exchanges for the Spark type of ``t``: the portable type every
+    Parquet file of the project holds (``arrowkafka.schema.portable_type``)."""
+    return portable_type(t)
 
 
 def spark_type(t: pa.DataType) -> DataType:

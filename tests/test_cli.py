@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +53,29 @@ def test_errors_are_reported_not_raised(capsys: pytest.CaptureFixture[str]) -> N
     assert "FetchRequest has no version 40 (valid versions: 0-17)" in capsys.readouterr().err
 
 
+COMMAND = Path(sys.executable).with_name("arrowkafka")  # the installed entry point
+SAMPLE = Path(__file__).parents[1] / "arrowkafka" / "data" / "tansu_confluent.pcap"
+
+
+def _run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(COMMAND), *args], capture_output=True, text=True, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def _one_line(proc: subprocess.CompletedProcess[str], text: str) -> None:
+    """A mistake in the command: exit status 2, one line on stderr that says it, no traceback."""
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("arrowkafka: error: ") and text in proc.stderr, proc.stderr
+
+
+def _usage_error(proc: subprocess.CompletedProcess[str], text: str) -> None:
+    """An option argparse refuses: the usage, then one line saying which and why; status 2."""
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("usage: arrowkafka"), proc.stderr
+    last = proc.stderr.rstrip("\n").splitlines()[-1]
+    assert re.match(r"arrowkafka( \w+)?: error: ", last) and text in last, proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["missing", "folder"])
 def test_an_unreadable_capture_is_one_line(tmp_path: Path, kind: str) -> None:
@@ -58,11 +85,124 @@ def test_an_unreadable_capture_is_one_line(tmp_path: Path, kind: str) -> None:
     if kind == "folder":
         capture.mkdir()
     out = tmp_path / "out"
-    command = Path(sys.executable).with_name("arrowkafka")
-    proc = subprocess.run(
-        [str(command), "decode", str(capture), "-o", str(out)], capture_output=True, text=True
-    )
+    proc = _run("decode", str(capture), "-o", str(out))
     assert proc.returncode == 2
     reason = "No such file or directory" if kind == "missing" else "Is a directory"
     assert proc.stderr == f"arrowkafka: error: {capture}: {reason}\n"
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("content", [b"", b"hello, not a capture\n", b"\xd4\xc3"])
+def test_a_file_that_is_not_a_capture_is_named_before_anything_is_written(
+    tmp_path: Path, content: bytes
+) -> None:
+    bad = tmp_path / "notes.pcap"
+    bad.write_bytes(content)
+    out = tmp_path / "out"
+    proc = _run("decode", str(SAMPLE), str(bad), "-o", str(out))  # the good one first: still nothing written
+    _one_line(proc, f"{bad}: not a pcap or pcapng capture")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_output_folders_that_cannot_be_written(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    _one_line(_run("decode", str(SAMPLE), "-o", str(a_file)), f"{a_file}: exists and is not a folder")
+    _one_line(_run("decode", str(SAMPLE), "-o", str(a_file / "below")), str(a_file / "below"))
+    _one_line(_run("decode", str(SAMPLE), "-o", "/proc/arrowkafka-out"), "/proc/arrowkafka-out")
+    _one_line(_run("segments", str(tmp_path), "-o", str(tmp_path / "o")), "no *.log segment files")
+    assert a_file.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        _one_line(_run("decode", str(SAMPLE), "-o", str(locked)), f"{locked}: cannot write in this folder")
+
+
+@pytest.mark.slow
+def test_an_earlier_run_is_refused_or_replaced_on_purpose(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert _run("decode", str(SAMPLE), "-o", str(out)).returncode == 0
+    tables = sorted(p.name for p in out.iterdir())
+    assert {"rejects.parquet", "records.parquet", "FetchResponse.parquet"} <= set(tables)
+    (out / "notes.txt").write_text("mine")
+    (out / "AlterReplicaLogDirsResponse.parquet").write_bytes(b"an earlier run's table, not in this capture")
+    _one_line(
+        _run("decode", str(SAMPLE), "-o", str(out)),
+        f"{out}: holds {len(tables) + 1} tables of an earlier run",
+    )
+    proc = _run("decode", str(SAMPLE), "-o", str(out), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*tables, "notes.txt"]
+    )  # the stale table gone, notes kept
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_options_are_checked_and_explained() -> None:
+    _usage_error(
+        _run("decode", str(SAMPLE), "-o", "x", "--port", "70000"), "'70000' is not a TCP port (1-65535)"
+    )
+    _usage_error(_run("decode", str(SAMPLE), "-o", "x", "--port", "kafka"), "'kafka' is not a TCP port")
+    _usage_error(_run("specs", "--type", "requests"), "invalid choice: 'requests'")
+    _usage_error(_run("decode", str(SAMPLE)), "the following arguments are required: -o/--output")
+    version = _run("--version")
+    assert version.returncode == 0 and re.fullmatch(r"arrowkafka \d+\.\d+\S*\n", version.stdout), version
+    top = _run("--help")
+    assert top.returncode == 0 and "exit status:" in top.stdout and "141" in top.stdout
+    for command in ("specs", "schema", "decode", "segments", "sample"):
+        helped = _run(command, "--help")
+        assert helped.returncode == 0 and "exit status:" in helped.stdout
+        options = re.findall(
+            r"^  (-[^\n]*?)(?:  +(\S[^\n]*))?$", helped.stdout.split("exit status:")[0], re.M
+        )
+        assert options, helped.stdout
+        for option, text in options:  # every option says what it does (on its line or the next)
+            assert text or re.search(re.escape(option) + r"\n {10,}\S", helped.stdout), (command, option)
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    # `arrowkafka specs | head -1`; and a reader that is gone before the first write (`true`
+    # reads nothing and exits while Python is still starting), so the write surely fails
+    for reader, status in (("head -1", None), ("true", "141")):
+        proc = subprocess.run(
+            f"{COMMAND} specs | {reader}; echo status=${{PIPESTATUS[0]}}",
+            shell=True, executable="/bin/bash", capture_output=True, text=True,
+        )  # fmt: skip
+        if reader.startswith("head"):
+            assert proc.stdout.splitlines()[0].startswith("message")
+        assert proc.stdout.splitlines()[-1] in {f"status={status}"} if status else {"status=0", "status=141"}
+        assert proc.stderr == ""
+
+
+@pytest.mark.slow
+def test_an_interrupted_decode_says_so(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [str(COMMAND), "decode", str(SAMPLE), "-o", str(tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.0)  # still importing or decoding: SIGINT lands somewhere in the run
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:  # the decode won the race (a warm, fast machine): nothing to check
+        pytest.skip("the decode finished before the interrupt")
+    assert proc.returncode == 130 and err.endswith("arrowkafka: interrupted\n") and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_the_sample_hint_runs_as_printed(tmp_path: Path) -> None:
+    proc = _run("sample", "-o", str(tmp_path / "sample dir"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    hint = proc.stdout.rstrip().splitlines()[-1].strip()
+    ran = subprocess.run(
+        hint, shell=True, capture_output=True, text=True, cwd="/", env={"PATH": "/usr/bin:/bin"}
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "p50_ms" in ran.stdout and "16" in ran.stdout  # a row per Fetch version in the sample
+    again = _run(
+        "sample", "-o", str(tmp_path / "sample dir"), cwd=tmp_path
+    )  # the README's command, run twice
+    assert again.returncode == 0, again.stderr

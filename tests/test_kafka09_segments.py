@@ -86,10 +86,10 @@ def test_segments_of_a_real_broker_read_as_dump_log_segments_reads_them(
 ) -> None:
     segment = next((broker.logs / f"seg-{codec}-0").glob("*.log"))
     batches = [
-        b for b in pq.read_table(decoded / "_record_batches.parquet").to_pylist() if b["file"] == str(segment)
+        b for b in pq.read_table(decoded / "record_batches.parquet").to_pylist() if b["file"] == str(segment)
     ]
     records = [
-        r for r in pq.read_table(decoded / "_records.parquet").to_pylist() if r["file"] == str(segment)
+        r for r in pq.read_table(decoded / "records.parquet").to_pylist() if r["file"] == str(segment)
     ]
     # shallow: one line per message as stored (a compressed wrapper is one), its last offset
     shallow = _dump_shallow(broker, segment)
@@ -117,9 +117,9 @@ def _dump_shallow(broker: Broker, segment: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_consumer_offsets_of_a_real_broker_come_out_typed(decoded: Path) -> None:
-    commits = pq.read_table(decoded / "__consumer_offsets.OffsetCommit.parquet").to_pylist()
+    commits = pq.read_table(decoded / "consumer_offsets.OffsetCommit.parquet").to_pylist()
     mine = [c for c in commits if c["key"]["group"] == GROUP]
     assert [(c["key"]["topic"], c["key"]["partition"], c["value"]["offset"]) for c in mine][-1:] == [
         ("seg-gzip", 0, 120)]  # fmt: skip
-    groups = pq.read_table(decoded / "__consumer_offsets.GroupMetadata.parquet").to_pylist()
+    groups = pq.read_table(decoded / "consumer_offsets.GroupMetadata.parquet").to_pylist()
     assert any(g["key"]["group"] == GROUP for g in groups)

@@ -70,13 +70,13 @@ def _leader_change() -> bytes:
 def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     summary = decode_segments([logdir], tmp_path)
     assert (summary.files, summary.rejects, summary.partial) == (4, 0, [])
-    records = pq.read_table(tmp_path / "_records.parquet")
+    records = pq.read_table(tmp_path / "records.parquet")
     orders = records.filter(pa.compute.equal(records.column("topic"), "orders")).to_pylist()
     assert len(orders) == 300
     p1 = [r for r in orders if r["partition"] == 1]
     assert [r["offset"] for r in p1] == list(range(150))
     assert p1[60]["key"] == b"p1c3-10" and p1[60]["headers"] == [{"key": "h", "value": b"v"}]
-    batches = pq.read_table(tmp_path / "_record_batches.parquet").to_pylist()
+    batches = pq.read_table(tmp_path / "record_batches.parquet").to_pylist()
     orders_batches = [b for b in batches if b["topic"] == "orders"]
     assert [b["codec"] for b in orders_batches] == ["none", "gzip", "zstd", "snappy", "lz4", "none"]
     # positions are byte positions in the file: each batch starts where the one before ends
@@ -84,13 +84,13 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     assert [b["position"] for b in p0] == [0, p0[0]["size"], p0[0]["size"] + p0[1]["size"]]
     assert {b["file"] for b in p0} == {str(logdir / "orders-0" / "00000000000000000000.log")}
     # internal topics, typed
-    commits = pq.read_table(tmp_path / "__consumer_offsets.OffsetCommit.parquet").to_pylist()
+    commits = pq.read_table(tmp_path / "consumer_offsets.OffsetCommit.parquet").to_pylist()
     assert [(c["partition"], c["offset"], c["key"]["partition"], c["value"]["offset"]) for c in commits] == [
         (7, 0, 0, 100), (7, 1, 1, 101), (7, 3, 2, 102)]  # fmt: skip
-    topics = pq.read_table(tmp_path / "__cluster_metadata.TopicRecord.parquet").to_pylist()
+    topics = pq.read_table(tmp_path / "cluster_metadata.TopicRecord.parquet").to_pylist()
     assert [(t["offset"], t["name"]) for t in topics] == [(1, "orders")]
-    assert pq.read_table(tmp_path / "__cluster_metadata.PartitionRecord.parquet").num_rows == 2
-    markers = pq.read_table(tmp_path / "_record_markers.parquet").to_pylist()
+    assert pq.read_table(tmp_path / "cluster_metadata.PartitionRecord.parquet").num_rows == 2
+    markers = pq.read_table(tmp_path / "record_markers.parquet").to_pylist()
     assert [(m["topic"], m["type"], m["offset"]) for m in markers] == [
         ("__cluster_metadata", "LEADER_CHANGE", 0)
     ]
@@ -99,7 +99,7 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
 def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path) -> None:
     decode_segments([logdir], tmp_path / "one")
     decode_segments([logdir], tmp_path / "small", chunk_bytes=700)  # most batches cross a piece boundary
-    for name in ("_record_batches", "_records", "__consumer_offsets.OffsetCommit"):
+    for name in ("record_batches", "records", "consumer_offsets.OffsetCommit"):
         assert pq.read_table(tmp_path / "small" / f"{name}.parquet").equals(
             pq.read_table(tmp_path / "one" / f"{name}.parquet")
         ), name
@@ -116,12 +116,12 @@ def test_a_cut_segment_and_a_damaged_batch(logdir: Path, tmp_path: Path) -> None
     summary = decode_segments([d], tmp_path / "out", chunk_bytes=1000)
     assert summary.partial == [str(d / "00000000000000000000.log")]
     assert summary.rejects == 1
-    batches = pq.read_table(tmp_path / "out" / "_record_batches.parquet").to_pylist()
+    batches = pq.read_table(tmp_path / "out" / "record_batches.parquet").to_pylist()
     assert [(b["partial"], b["crc_ok"], b["error"] is None) for b in batches] == [
         (False, True, True), (False, False, False), (True, None, True)]  # fmt: skip
-    reject = pq.read_table(tmp_path / "out" / "_rejects.parquet").to_pylist()[0]
+    reject = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()[0]
     assert reject["position"] == first and reject["reason"].startswith("CRC-32C mismatch")
-    assert pq.read_table(tmp_path / "out" / "_records.parquet").num_rows == 50
+    assert pq.read_table(tmp_path / "out" / "records.parquet").num_rows == 50
 
 
 def test_the_command(logdir: Path, tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_the_command(logdir: Path, tmp_path: Path) -> None:
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert "2 segment files" in run.stdout and "300 records in 6 batches" in run.stdout
-    assert "key" not in pq.read_table(tmp_path / "out" / "_records.parquet").column_names
+    assert "key" not in pq.read_table(tmp_path / "out" / "records.parquet").column_names
     missing = subprocess.run([*cmd[:4], str(tmp_path / "nope.log"), "-o", str(tmp_path / "x")],
                              capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.startswith("arrowkafka: error:")
@@ -141,8 +141,8 @@ def test_the_command(logdir: Path, tmp_path: Path) -> None:
 def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
     summary = decode_segments([logdir], tmp_path, payloads=False)
     assert summary.rejects == 0
-    assert "key" not in pq.read_table(tmp_path / "_records.parquet").column_names
-    assert pq.read_table(tmp_path / "__consumer_offsets.OffsetCommit.parquet").num_rows == 3
+    assert "key" not in pq.read_table(tmp_path / "records.parquet").column_names
+    assert pq.read_table(tmp_path / "consumer_offsets.OffsetCommit.parquet").num_rows == 3
 
 
 def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Pa
         d.mkdir(parents=True)
         (d / "00000000000000000000.log").write_bytes(damaged)
         summary = decode_segments([d], tmp_path / f"{name}-out", chunk_bytes=4096)
-        batches = pq.read_table(tmp_path / f"{name}-out" / "_record_batches.parquet").to_pylist()
+        batches = pq.read_table(tmp_path / f"{name}-out" / "record_batches.parquet").to_pylist()
         assert len(batches) == 2 and batches[0]["error"] is None, name  # one good batch, then the bad one
         assert summary.records == 50, name
         accounted = sum(b["size"] for b in batches) + summary.unread.get(

@@ -92,16 +92,16 @@ REJECTS_SCHEMA = pa.schema(
 
 
 def linked_schemas(link: list[pa.Field], payloads: bool = True) -> dict[str, pa.Schema]:
-    """The record tables a job writes (``_record_batches``, ``_records``, ``_record_markers``):
+    """The record tables a job writes (``record_batches``, ``records``, ``record_markers``):
     ``link`` (where each batch came from, and a ``batch_id``) in place of the row and batch
     indices of ``decode_records``' tables; keys and values only with ``payloads``."""
     records = [
         f for f in RECORDS_SCHEMA if f.name != "batch" and (payloads or f.name not in ("key", "value"))
     ]
     return {
-        "_record_batches": pa.schema([*link, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
-        "_records": pa.schema([*link, *records]),
-        "_record_markers": pa.schema(
+        "record_batches": pa.schema([*link, *(f for f in BATCHES_SCHEMA if f.name != "row")]),
+        "records": pa.schema([*link, *records]),
+        "record_markers": pa.schema(
             [*link, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
         ),
     }

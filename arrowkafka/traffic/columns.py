@@ -1,5 +1,5 @@
 """The output tables' columns: where each frame came from (``FRAME_COLUMNS``), the frames
-table between pairing and decoding (``FRAMES_SCHEMA``), ``_rejects`` (``REJECT_SCHEMA``), and
+table between pairing and decoding (``FRAMES_SCHEMA``), ``rejects`` (``REJECT_SCHEMA``), and
 the builders of those columns from a chunk's arrays (endpoint text, byte slices, header tags).
 """
 
@@ -115,7 +115,7 @@ def endpoints(conns: Sequence[ConnKey], start: int) -> tuple[pa.Array, pa.Array]
 
 
 def ends_of(conn: ConnKey) -> dict[str, str]:
-    """The client and broker columns of a _rejects row for a connection."""
+    """The client and broker columns of a rejects row for a connection."""
     return {
         "client": addr(conn.client_ip, conn.client_port),
         "broker": addr(conn.server_ip, conn.server_port),

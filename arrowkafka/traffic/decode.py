@@ -1,5 +1,5 @@
 """Bodies to rows: each (message, version) group of paired frames decoded in one batch, in the
-all-versions schema after the frame columns; bodies that do not decode go to ``_rejects``
+all-versions schema after the frame columns; bodies that do not decode go to ``rejects``
 with their reason, path, offset and raw bytes."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def decode_frames(
 ) -> tuple[dict[str, pa.Table], pa.Table]:
     """Decode the bodies of a ``frames_table``, one batch per (message, version), into one
     table per message type (the all-versions schema after the frame columns); bodies that do
-    not decode become rows of ``_rejects``."""
+    not decode become rows of ``rejects``."""
     summary = Summary() if summary is None else summary
     tables: dict[str, list[pa.Table]] = defaultdict(list)
     rejects: list[pa.Table] = []
@@ -132,7 +132,7 @@ def _decode_group(
 def _body_rejects(
     summary: Summary, message: str, version: int, bad: pa.Table, frame: pa.Table, capture: str | None
 ) -> pa.Table:
-    """Rows of _rejects for bodies that did not decode (``bad``: the decoder's rejects; ``frame``
+    """Rows of rejects for bodies that did not decode (``bad``: the decoder's rejects; ``frame``
     their frames' columns)."""
     n = bad.num_rows
     summary.rejects += n

@@ -163,7 +163,7 @@ class FrameHeaders:
         self.tags: dict[int, list[tuple[int, bytes]]] = {}  # header tagged fields, raw
 
 
-# reject(frame index, error class name, reason, frame bytes, **known _rejects columns)
+# reject(frame index, error class name, reason, frame bytes, **known rejects columns)
 Reject = Callable[..., None]
 
 

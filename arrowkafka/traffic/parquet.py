@@ -1,4 +1,4 @@
-"""The main job: captures to ``<Message>.parquet`` per message type and ``_rejects.parquet``,
+"""The main job: captures to ``<Message>.parquet`` per message type and ``rejects.parquet``,
 a chunk at a time (``pairing.row_chunks`` then ``decode.decode_rows``), each chunk's rows
 appended as row groups, so memory is bounded by the chunk whatever the capture's size."""
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arrowkafka.api import SpecSet
+from arrowkafka.schema import portable_table
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
@@ -43,8 +44,8 @@ def decode_capture(
     at a time, each chunk's rows appended to the tables as a row group, so memory is bounded
     by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``.
 
-    The records of Produce requests and Fetch responses also go to ``_record_batches``,
-    ``_records`` and ``_record_markers`` (``traffic.records``); ``payloads=False`` leaves their
+    The records of Produce requests and Fetch responses also go to ``record_batches``,
+    ``records`` and ``record_markers`` (``traffic.records``); ``payloads=False`` leaves their
     keys and values out."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
@@ -58,18 +59,19 @@ def decode_capture(
     def write(message: str, schema: pa.Schema) -> None:
         # few, large row groups: each costs metadata kept in memory until the file is closed
         if out is not None and held[message]:
+            table = portable_table(pa.concat_tables(held[message]))  # types every reader takes
             if message not in writers:
                 writers[message] = pq.ParquetWriter(
-                    out / f"{message}.parquet", schema, **_writer_options(schema)
+                    out / f"{message}.parquet", table.schema, **_writer_options(table.schema)
                 )
-            writers[message].write_table(pa.concat_tables(held[message]))
+            writers[message].write_table(table)
         held[message] = []
 
     try:
         chunks = row_chunks(captures, specs, broker_ports, summary, chunk_bytes, progress)
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
-            held["_rejects"] += [rejects, *bad]
+            held["rejects"] += [rejects, *bad]
             learn_topic_names(tables, topic_names)
             for message in [m for m in tables if m in SOURCES]:  # in the tables' order: reproducible
                 for part in tables[message]:
@@ -79,10 +81,10 @@ def decode_capture(
                     summary.record_batches += rt.batches.num_rows
                     summary.records += rt.records.num_rows
                     summary.record_rejects += rt.rejects.num_rows
-                    held["_record_batches"].append(rt.batches)
-                    held["_records"].append(rt.records)
-                    held["_record_markers"].append(rt.markers)
-                    held["_rejects"].append(rt.rejects)
+                    held["record_batches"].append(rt.batches)
+                    held["records"].append(rt.records)
+                    held["record_markers"].append(rt.markers)
+                    held["rejects"].append(rt.rejects)
             for message, parts in tables.items():
                 summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
                 held[message] += parts
@@ -96,10 +98,10 @@ def decode_capture(
             if parts:
                 write(message, parts[0].schema)
         if out is not None:
-            empty = {"_rejects": REJECT_SCHEMA, **record_schemas(payloads)}
+            empty = {"rejects": REJECT_SCHEMA, **record_schemas(payloads)}
             for name, schema in empty.items():
                 if name not in writers:
-                    pq.write_table(schema.empty_table(), out / f"{name}.parquet")
+                    pq.write_table(portable_table(schema.empty_table()), out / f"{name}.parquet")
     finally:
         for w in writers.values():
             w.close()

@@ -57,7 +57,7 @@ class RecordTables:
     batches: pa.Table
     records: pa.Table
     markers: pa.Table
-    rejects: pa.Table  # rows of _rejects
+    rejects: pa.Table  # rows of rejects
 
 
 # responses that name a topic and its id: where a topic id seen in records gets its name
@@ -131,11 +131,11 @@ def records_of(
     nb = got.batches.num_rows
     batch_row = got.batches.column("row")
     batch_link = link.take(batch_row).append_column("batch_id", pa.array(np.arange(first_id, first_id + nb)))
-    batches = _join(batch_link, got.batches.drop_columns(["row"]), schemas["_record_batches"])
+    batches = _join(batch_link, got.batches.drop_columns(["row"]), schemas["record_batches"])
     rec_batch = got.records.column("batch")
-    records = _join(batch_link.take(rec_batch), got.records.drop_columns(["batch"]), schemas["_records"])
+    records = _join(batch_link.take(rec_batch), got.records.drop_columns(["batch"]), schemas["records"])
     marker_link = batch_link.take(got.markers.column("batch"))
-    markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["_record_markers"])
+    markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["record_markers"])
     rejects = _rejects(got.rejects, batch_link.take(got.rejects.column("batch")), message, capture)
     return RecordTables(batches, records, markers, rejects)
 
@@ -145,7 +145,7 @@ def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _rejects(bad: pa.Table, link: pa.Table, message: str, capture: str) -> pa.Table:
-    """Rows of _rejects for record batches that failed: their frame, where, why, their bytes."""
+    """Rows of rejects for record batches that failed: their frame, where, why, their bytes."""
     n = bad.num_rows
     where = [
         f"records of {t if t is not None else tid} partition {p}: batch at byte {pos}"

@@ -55,7 +55,7 @@ def assert_same_tables(spark_out: Path, cli_out: Path) -> list[str]:
         got = pq.read_table(spark_out / name)  # a folder of Spark's parts
         assert got.column_names == want.column_names, name
         assert [canonical(t) for t in got.schema.types] == [canonical(t) for t in want.schema.types], name
-        if name == "_rejects.parquet":  # Spark names each file by its URI
+        if name == "rejects.parquet":  # Spark names each file by its URI
             want = want.set_column(0, "capture", pa.array(["file:" + c for c in want["capture"].to_pylist()]))
         assert rows(got) == rows(want), name
     return written
@@ -74,17 +74,17 @@ def test_captures_equal_the_cli(spark: Any, tmp_path: Path) -> None:
         cli.record_batches, cli.records, cli.record_rejects)  # fmt: skip
     assert summary.records > 0
     written = assert_same_tables(tmp_path / "spark", tmp_path / "cli")
-    assert {"_record_batches.parquet", "_records.parquet", "_record_markers.parquet"} <= set(written)
+    assert {"record_batches.parquet", "records.parquet", "record_markers.parquet"} <= set(written)
     for name in written:
         assert pq.read_table(tmp_path / "spark" / name).num_rows > 0, name
     # both kinds of rejects come through: a partial frame (stage 1) and a body that does not decode
-    errors = pq.read_table(tmp_path / "spark" / "_rejects.parquet").column("error").to_pylist()
+    errors = pq.read_table(tmp_path / "spark" / "rejects.parquet").column("error").to_pylist()
     assert sorted(errors) == ["Corrupt", "Partial"]
     # decode_frames' rule holds: ApiVersions v4 answered in the v0 error layout is read as v0
     versions = pq.read_table(tmp_path / "spark" / "ApiVersionsResponse.parquet").column("_version")
     assert 0 in versions.to_pylist()
     # Fetch v16 names its topics by id only: their names come from Metadata responses
-    fetched = pq.read_table(tmp_path / "spark" / "_records.parquet").filter(pc.field("_version") == 16)
+    fetched = pq.read_table(tmp_path / "spark" / "records.parquet").filter(pc.field("_version") == 16)
     assert fetched.num_rows and fetched.column("topic").null_count == 0
 
 
@@ -119,9 +119,9 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     assert (summary.record_batches, summary.records, summary.record_rejects) == (
         cli.record_batches, cli.records, 1)  # fmt: skip
     assert_same_tables(tmp_path / "spark", tmp_path / "cli")
-    got = pq.read_table(tmp_path / "spark" / "_records.parquet")
+    got = pq.read_table(tmp_path / "spark" / "records.parquet")
     assert "key" not in got.column_names and "value_size" in got.column_names
-    rejects = pq.read_table(tmp_path / "spark" / "_rejects.parquet").to_pylist()
+    rejects = pq.read_table(tmp_path / "spark" / "rejects.parquet").to_pylist()
     (reject,) = [r for r in rejects if r["message"] == "ProduceRequest"]
     assert reject["reason"].startswith("CRC-32C mismatch")
     assert reject["capture"] == "file:" + str(damaged)
@@ -148,7 +148,7 @@ def test_topic_ids_are_named_from_chunks_up_to_their_own() -> None:
     def fetched_topics(later: int) -> list[str | None]:
         names = {uri: sorted((chunk + later, tid, name) for (tid, name), chunk in first.items())}
         out = _DecodeFrames(messages, (), names)(iter(frames))
-        rows = [r["_records"] for b in out for r in b.to_pylist() if r["_message"] == "_records"]
+        rows = [r["records"] for b in out for r in b.to_pylist() if r["_message"] == "records"]
         return [r["topic"] for r in rows if r["_message"] == "FetchResponse"]
 
     assert len(fetched_topics(0)) == 187 and None not in fetched_topics(0)

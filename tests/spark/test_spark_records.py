@@ -56,14 +56,14 @@ def test_segments_one_task_per_file(spark: Any, tmp_path: Path) -> None:
     local = local_segments([tmp_path / "logs"], tmp_path / "local")
     assert (summary.files, summary.batches, summary.records, summary.rejects) == (
         3, local.batches, local.records, 0)  # fmt: skip
-    got = spark.read.parquet(str(tmp_path / "out" / "_records.parquet"))
+    got = spark.read.parquet(str(tmp_path / "out" / "records.parquet"))
     assert got.count() == local.records
-    want = pq.read_table(tmp_path / "local" / "_records.parquet").drop_columns(["batch_id"])
-    mine = pq.read_table(tmp_path / "out" / "_records.parquet").drop_columns(["batch_id"]).sort_by(
+    want = pq.read_table(tmp_path / "local" / "records.parquet").drop_columns(["batch_id"])
+    mine = pq.read_table(tmp_path / "out" / "records.parquet").drop_columns(["batch_id"]).sort_by(
         [("file", "ascending"), ("offset", "ascending")])  # fmt: skip
     assert mine.to_pylist() == want.sort_by([("file", "ascending"), ("offset", "ascending")]).to_pylist()
     ids = (
-        spark.read.parquet(str(tmp_path / "out" / "_record_batches.parquet"))
+        spark.read.parquet(str(tmp_path / "out" / "record_batches.parquet"))
         .select("batch_id")
         .distinct()
         .count()

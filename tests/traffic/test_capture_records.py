@@ -1,6 +1,6 @@
 """The capture job writes the records of Produce requests and Fetch responses, linked to their
-frame and partition: _record_batches, _records, _record_markers; a damaged batch is a row of
-_rejects that names its topic, partition and byte, and keeps its bytes."""
+frame and partition: record_batches, records, record_markers; a damaged batch is a row of
+rejects that names its topic, partition and byte, and keeps its bytes."""
 
 from __future__ import annotations
 
@@ -41,18 +41,18 @@ def out(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
 def test_records_of_every_produce_and_fetch(out: dict[str, Path]) -> None:
     for capture, folder in out.items():
         counts = dict(
-            duckdb.sql(f"SELECT _message, count(*) FROM '{folder}/_records.parquet' GROUP BY 1").fetchall()
+            duckdb.sql(f"SELECT _message, count(*) FROM '{folder}/records.parquet' GROUP BY 1").fetchall()
         )
         assert counts == {m: n for (c, m), n in RECORDS.items() if c == capture}, capture
-        # every record's batch is in _record_batches, with the same link columns
+        # every record's batch is in record_batches, with the same link columns
         orphans = duckdb.sql(
-            f"SELECT count(*) FROM '{folder}/_records.parquet' r ANTI JOIN '{folder}/_record_batches.parquet' b"
+            f"SELECT count(*) FROM '{folder}/records.parquet' r ANTI JOIN '{folder}/record_batches.parquet' b"
             " ON r.batch_id = b.batch_id AND r._client = b._client AND r._correlation_id = b._correlation_id"
             " AND r._message = b._message AND r.topic IS NOT DISTINCT FROM b.topic AND r.partition = b.partition"
         ).fetchall()[0]
         assert orphans == (0,)
         crc = duckdb.sql(
-            f"SELECT bool_and(crc_ok), count(*) FROM '{folder}/_record_batches.parquet'"
+            f"SELECT bool_and(crc_ok), count(*) FROM '{folder}/record_batches.parquet'"
         ).fetchall()[0]
         assert crc[0] is True and crc[1] > 0
 
@@ -68,12 +68,12 @@ def test_records_are_linked_to_their_frame_and_partition(out: dict[str, Path]) -
                 key = (row["_client"], row["_correlation_id"], t["name"], p["index"])
                 expected[key] = expected.get(key, 0) + n
     got = duckdb.sql(
-        f"SELECT _client, _correlation_id, topic, partition, count(*) FROM '{folder}/_records.parquet'"
+        f"SELECT _client, _correlation_id, topic, partition, count(*) FROM '{folder}/records.parquet'"
         " WHERE _message = 'ProduceRequest' GROUP BY ALL"
     ).fetchall()
     assert {(cl, c, t, p): n for cl, c, t, p, n in got} == {k: n for k, n in expected.items() if n}
     clients = duckdb.sql(
-        f"SELECT DISTINCT _client_id FROM '{folder}/_records.parquet' WHERE _message = 'ProduceRequest'"
+        f"SELECT DISTINCT _client_id FROM '{folder}/records.parquet' WHERE _message = 'ProduceRequest'"
     )
     assert clients.fetchall() == [("rdkafka",)]
 
@@ -89,7 +89,7 @@ def test_records_are_linked_to_their_frame_and_partition(out: dict[str, Path]) -
         if raw(t["topic_id"]) != bytes(16)
     }
     fetched = duckdb.sql(
-        f"SELECT topic_id, topic, count(*) FROM '{folder}/_records.parquet' WHERE _message = 'FetchResponse' GROUP BY ALL"
+        f"SELECT topic_id, topic, count(*) FROM '{folder}/records.parquet' WHERE _message = 'FetchResponse' GROUP BY ALL"
     ).fetchall()
     assert sum(n for _, _, n in fetched) == 187
     assert all(topic == by_id[raw(tid)] for tid, topic, _ in fetched)
@@ -104,8 +104,8 @@ def test_no_payloads_through_the_command(shared: Path, out: dict[str, Path], tmp
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "records 373 in 37 batches (0 batches rejected)" in run.stdout
-    bare = pq.read_table(tmp_path / "_records.parquet")
-    full = pq.read_table(out["tansu_confluent"] / "_records.parquet")
+    bare = pq.read_table(tmp_path / "records.parquet")
+    full = pq.read_table(out["tansu_confluent"] / "records.parquet")
     assert "key" not in bare.column_names and "value" not in bare.column_names
     assert bare.equals(full.drop_columns(["key", "value"]))
 
@@ -122,7 +122,7 @@ def test_a_damaged_batch_is_a_reject_naming_its_partition(
     summary = decode_capture([damaged], tmp_path / "out", ak.load_specs())
     assert summary.record_rejects == 1
     assert summary.frames_in == summary.rows + summary.rejects  # the frame itself decoded
-    rejects = pq.read_table(tmp_path / "out" / "_rejects.parquet").to_pylist()
+    rejects = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()
     (reject,) = [r for r in rejects if r["message"] == "ProduceRequest"]
     topic = produce[0]["topic_data"][0]["name"]
     assert reject["path"] == f"records of {topic} partition 0: batch at byte 0"
@@ -133,5 +133,5 @@ def test_a_damaged_batch_is_a_reject_naming_its_partition(
         + bytes([pcap[at] ^ 0xFF])
         + records[at - pcap.index(records) + 1 :]
     )
-    batches = pq.read_table(tmp_path / "out" / "_record_batches.parquet")
+    batches = pq.read_table(tmp_path / "out" / "record_batches.parquet")
     assert batches.column("error").to_pylist().count(None) == batches.num_rows - 1

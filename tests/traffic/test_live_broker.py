@@ -131,7 +131,7 @@ def test_every_frame_accounted_for(live: Live) -> None:
         pq.read_metadata(p).num_rows for p in live.out.glob("*.parquet") if not p.name.startswith("_")
     )
     assert frames_in == rows + rejects and rows == written
-    assert pq.read_table(live.out / "_rejects.parquet").to_pylist() == []
+    assert pq.read_table(live.out / "rejects.parquet").to_pylist() == []
     assert rejects == 0
     # one client, one broker: every frame is between the broker's port and a loopback client
     for p in live.out.glob("*.parquet"):

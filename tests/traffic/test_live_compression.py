@@ -206,7 +206,7 @@ def _hex(b: bytes | None) -> str | None:
 
 
 def _as_report(r: dict[str, Any]) -> dict[str, Any]:
-    """A row of _records in the shape the reports give a record."""
+    """A row of records in the shape the reports give a record."""
     return {
         "partition": r["partition"],
         "key": _hex(r["key"]),
@@ -218,12 +218,12 @@ def _as_report(r: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def tables(live: Live) -> dict[str, dict[tuple[str, str], list[dict[str, Any]]]]:
-    """_record_batches and _records rows by table, then by (message, topic), in capture order."""
+    """record_batches and records rows by table, then by (message, topic), in capture order."""
     out: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {}
-    for name in ("_record_batches", "_records"):
+    for name in ("record_batches", "records"):
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         rows = live.rows(name)
-        order = "position" if name == "_record_batches" else "offset"
+        order = "position" if name == "record_batches" else "offset"
         for r in sorted(rows, key=lambda r: (r["_ts_first"], r["batch_id"], r[order])):
             by[(r["_message"], r["topic"])].append(r)
         out[name] = dict(by)
@@ -251,7 +251,7 @@ def test_the_capture_is_whole(live: Live) -> None:
     assert m is not None, live.stdout
     frames_in, rows, rejects = map(int, m.groups())
     assert frames_in == rows + rejects and rejects == 0
-    assert live.rows("_rejects") == []
+    assert live.rows("rejects") == []
     assert re.search(r"\(0 batches rejected\)", live.stdout), live.stdout
     assert live.pcap_bytes < 8 << 20
 
@@ -296,7 +296,7 @@ def test_batches_carry_the_codec(live: Live, tables: dict, client: str, codec: s
     # at least one batch per batch of the plan and partition it touches
     least = sum(len({r["partition"] for r in batch}) for batch in live.plan)
     for message in ("ProduceRequest", "FetchResponse"):
-        batches = tables["_record_batches"].get((message, topic), [])
+        batches = tables["record_batches"].get((message, topic), [])
         assert len(batches) >= least, (message, len(batches))
         assert {(b["magic"], b["crc_ok"], b["partial"], b["error"]) for b in batches} == {
             (2, True, False, None)
@@ -313,7 +313,7 @@ def test_batches_carry_the_codec(live: Live, tables: dict, client: str, codec: s
 @pytest.mark.parametrize(("client", "codec"), CASES, ids=[f"{a}-{c}" for a, c in CASES])
 def test_produce_requests_carry_the_records(live: Live, tables: dict, client: str, codec: str) -> None:
     sent = _by_partition(_expected(live, client, codec))
-    rows = tables["_records"][("ProduceRequest", _topic(client, codec))]
+    rows = tables["records"][("ProduceRequest", _topic(client, codec))]
     got = _by_partition([_as_report(r) for r in rows])
     # record for record, in order (offsets: a Produce batch counts from 0, the broker assigns)
     assert got == {p: [{k: v for k, v in r.items() if k != "offset"} for r in rs] for p, rs in sent.items()}
@@ -321,7 +321,7 @@ def test_produce_requests_carry_the_records(live: Live, tables: dict, client: st
 
 @pytest.mark.parametrize(("client", "codec"), CASES, ids=[f"{a}-{c}" for a, c in CASES])
 def test_fetch_responses_carry_what_was_received(live: Live, tables: dict, client: str, codec: str) -> None:
-    rows = tables["_records"][("FetchResponse", _topic(client, codec))]
+    rows = tables["records"][("FetchResponse", _topic(client, codec))]
     # a batch fetched twice (a fetch from inside a compressed batch gets it whole) reads the same
     fetched: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:
@@ -464,7 +464,7 @@ def test_summary(live: Live, tables: dict, raw: dict) -> None:
     for client, codec in CASES:
         topic = _topic(client, codec)
         for message in ("ProduceRequest", "FetchResponse"):
-            batches = tables["_record_batches"][(message, topic)]
+            batches = tables["record_batches"][(message, topic)]
             wire = sum(b["batch_length"] + 12 for b in batches)
             plain = sum(b["uncompressed_size"] for b in batches)
             seen: dict[str, int] = {}

@@ -32,14 +32,14 @@ CAPTURES = {
         "ListOffsets v0, Metadata v0, OffsetCommit v2, OffsetFetch v1, Produce v1, SyncGroup v0, UpdateMetadata v1"),
 }  # fmt: skip
 
-# What does not decode, and why; each is a real peer's oddity, kept raw in _rejects.
+# What does not decode, and why; each is a real peer's oddity, kept raw in rejects.
 EXPECTED_REJECTS = {
     # librdkafka sends one MetadataRequest v12 of 7 bytes, 00000000 01 00 00: read as v12 (a
     # compact topics count) it is null topics, false, false, no tags, and 3 bytes left over; it
     # parses exactly as a classic int32 topics count 0, allow_auto_topic_creation true,
     # include_topic_authorized_operations false, empty tag section: the empty topic list's
     # count written in the non-flexible form. A broker that does not check for leftover bytes
-    # reads "all topics"; we keep it in _rejects.
+    # reads "all topics"; we keep it in rejects.
     "tansu_confluent": [("MetadataRequest", "Corrupt", "3 bytes left over after the last field")],
     # (noida answers ApiVersions v4 with an UNSUPPORTED_VERSION error in the v0 layout: those
     # decode as v0, as Kafka clients read them; see the test below)
@@ -58,7 +58,7 @@ def test_capture_to_parquet(capture: str, tmp_path: Path) -> None:
     assert sum(s["requests"] for s in summary.per_api.values()) == requests
     assert sum(s["responses"] for s in summary.per_api.values()) == responses
     assert {f"{api} v{v}" for api, v in summary.per_api} == set(pairs.split(", "))
-    rejects = pq.read_table(tmp_path / "_rejects.parquet")
+    rejects = pq.read_table(tmp_path / "rejects.parquet")
     got = [
         (r["message"], r["error"], r["reason"])
         for r in rejects.select(["message", "error", "reason"]).to_pylist()
@@ -136,7 +136,7 @@ def test_chunks_give_the_same_tables(capture: str, tmp_path: Path, monkeypatch: 
         if pq.ParquetFile(tmp_path / "parts" / f"{m}.parquet").metadata.num_row_groups > 1
     ]
     assert more  # some table really was written in several chunks
-    rejects = [pq.read_table(tmp_path / d / "_rejects.parquet").drop_columns(["capture"]).to_pylist()
+    rejects = [pq.read_table(tmp_path / d / "rejects.parquet").drop_columns(["capture"]).to_pylist()
                for d in ("whole", "parts")]  # fmt: skip
     assert sorted(map(str, rejects[0])) == sorted(map(str, rejects[1]))
 

@@ -567,7 +567,7 @@ def load_rows(outdir: Path) -> dict[tuple[str, bool, int], list[Row]]:
 def compare_capture(capture: str, dump: dict[str, Any], outdir: Path, specs: SpecSet) -> Tally:
     tally = Tally()
     rows = load_rows(outdir)
-    rejects = pq.read_table(outdir / "_rejects.parquet").to_pylist()
+    rejects = pq.read_table(outdir / "rejects.parquet").to_pylist()
 
     def disagree(frame: int, message: str, version: int, name: str, ws: str | None, ours: Any) -> None:
         tally.disagreements.append(Disagreement(capture, frame, message, version, name, "", ws, ours))
