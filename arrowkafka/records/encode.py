@@ -55,7 +55,9 @@ def encode_records(batches: Any, records: Any, *, num_values: int | None = None)
           A null timestamp is -1 on the wire, as ``decode_records`` reads it.
         - magic 1 wrappers: ``max_timestamp``, the wrapper's timestamp (its records' largest).
 
-        Offsets and timestamps of magic 0/1 messages come from their records. Columns the
+        Offsets and timestamps of magic 0/1 messages come from their records (a
+        ``base_offset`` or ``max_timestamp`` given for one must be what its records make, and
+        its other fields null, as ``decode_records`` gives them). Columns the
         writer computes (``crc``, ``batch_length``, ``size``, ``record_count``, ...) are not
         read; a batch that is ``partial`` or has an ``error`` cannot be written.
     records : pa.Table or pa.RecordBatch
@@ -461,6 +463,34 @@ def _outside(a: np.ndarray, base: np.ndarray, batch: np.ndarray, lo: int, hi: in
     return (((a ^ b) & (a ^ d)) < 0) | (d < lo) | (d > hi)
 
 
+def _legacy_fields(b: _Batches, legacy: np.ndarray, off_first: np.ndarray, ts_first: np.ndarray) -> None:
+    """Magic 0/1 messages take their offsets and timestamps from their records and have no
+    other batch fields: a value given for one must be what the records make (as
+    ``decode_records`` reads it back), or null, not left behind without a word."""
+    m1_plain = legacy & (b.magic == 1) & (b.codec == 0)
+    checks: list[tuple[str, np.ndarray, np.ndarray | None]] = [
+        ("base_offset", legacy, off_first),  # its first record's offset
+        ("last_offset_delta", legacy, None),
+        ("base_timestamp", legacy, None),
+        ("max_timestamp", legacy & (b.magic == 0), None),
+        ("max_timestamp", m1_plain, ts_first),  # the message's timestamp (a wrapper's is written)
+    ]
+    for name, where, want in checks:
+        values, nulls = b._optional(name)
+        if nulls is None:
+            continue
+        given = where & ~nulls
+        if want is None and (bad := _first(given)) is not None:
+            raise b.err(f"a magic {b.magic[bad]} message has no {name} (leave it null)", bad, name)
+        if want is not None and (bad := _first(given & (values != want))) is not None:
+            raise b.err(
+                f"{name} {values[bad]} is not what the records of this magic {b.magic[bad]} message make"
+                f" ({want[bad]}): magic 0/1 messages take it from their records",
+                bad,
+                name,
+            )
+
+
 def _where(mask: np.ndarray, bad: np.ndarray | None) -> int | None:
     return None if bad is None else _first(mask & bad)
 
@@ -503,6 +533,8 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
     base_ts = np.where(b.has_horizon, b.horizon, base_ts)
     max_ts, nulls = b._optional("max_timestamp")
     max_ts = np.where(nulls, -1, max_ts) if nulls is not None else ts_max
+
+    _legacy_fields(b, legacy, off_first, ts_first)
 
     # per record: deltas that fit, LogAppendTime timestamps
     rv2 = r.magic == 2
