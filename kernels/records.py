@@ -222,13 +222,10 @@ def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
     basis = np.array([1 << j for j in range(32)], dtype=np.uint32)
     for _ in range(n):  # all 32 basis vectors a zero byte at a time
         basis = table0[basis & np.uint32(0xFF)] ^ (basis >> np.uint32(8))
-    out = np.zeros((4, 256), dtype=np.uint32)
-    for k in range(4):
-        for b in range(256):
-            for j in range(8):
-                if b >> j & 1:
-                    out[k, b] ^= basis[8 * k + j]
-    return out
+    # out[k, b] = XOR of basis[8k + j] over the bits j set in b, for all 4 x 256 at once
+    bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # 256 x 8
+    picked = np.where(bits[None, :, :] == 1, basis.reshape(4, 1, 8), np.uint32(0))  # 4 x 256 x 8
+    return np.bitwise_xor.reduce(picked, axis=2).astype(np.uint32)
 
 
 CRC32C_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LANE)
