@@ -26,7 +26,10 @@ def written(tmp_path_factory: pytest.TempPathFactory, logdir: Path) -> list[Path
     out = tmp_path_factory.mktemp("readers")
     captures = sorted(str(p) for p in (SHARED / "captures").glob("*.pcap"))
     assert len(captures) == 3
-    assert main(["decode", *captures, "-o", str(out / "captures"), "--port", "9092", "--port", "9093"]) in (0, 1)
+    assert main(["decode", *captures, "-o", str(out / "captures"), "--port", "9092", "--port", "9093"]) in (
+        0,
+        1,
+    )
     assert main(["segments", str(logdir), "-o", str(out / "segments")]) in (0, 1)
     files = sorted(out.glob("*/*.parquet"))
     names = {p.name for p in files}
