@@ -88,9 +88,7 @@ def test_segments_of_a_real_broker_read_as_dump_log_segments_reads_them(
     batches = [
         b for b in pq.read_table(decoded / "record_batches.parquet").to_pylist() if b["file"] == str(segment)
     ]
-    records = [
-        r for r in pq.read_table(decoded / "records.parquet").to_pylist() if r["file"] == str(segment)
-    ]
+    records = [r for r in pq.read_table(decoded / "records.parquet").to_pylist() if r["file"] == str(segment)]
     # shallow: one line per message as stored (a compressed wrapper is one), its last offset
     shallow = _dump_shallow(broker, segment)
     assert [(b["last_offset"], b["position"], b["crc"], b["crc_ok"], b["magic"], CODECS[b["codec"]])
