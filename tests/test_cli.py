@@ -123,7 +123,7 @@ def test_output_folders_that_cannot_be_written(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_earlier_run_is_refused_or_replaced_on_purpose(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert _run("decode", str(SAMPLE), "-o", str(out)).returncode == 0
+    assert _run("decode", str(SAMPLE), "-o", str(out)).returncode == 1  # the sample holds one reject
     tables = sorted(p.name for p in out.iterdir())
     assert {"rejects.parquet", "records.parquet", "FetchResponse.parquet"} <= set(tables)
     (out / "notes.txt").write_text("mine")
@@ -133,7 +133,7 @@ def test_an_earlier_run_is_refused_or_replaced_on_purpose(tmp_path: Path) -> Non
         f"{out}: holds {len(tables) + 1} tables of an earlier run",
     )
     proc = _run("decode", str(SAMPLE), "-o", str(out), "--overwrite")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*tables, "notes.txt"]
     )  # the stale table gone, notes kept
@@ -206,3 +206,17 @@ def test_the_sample_hint_runs_as_printed(tmp_path: Path) -> None:
         "sample", "-o", str(tmp_path / "sample dir"), cwd=tmp_path
     )  # the README's command, run twice
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.slow
+def test_exit_status_says_whether_anything_went_to_rejects(tmp_path: Path) -> None:
+    from tests.conftest import SHARED
+
+    clean = _run("decode", str(SHARED / "captures" / "noida_kafka_python.pcap"), "-o", str(tmp_path / "a"))
+    assert clean.returncode == 0 and "rejects 0 (all accounted for)" in clean.stdout, clean.stdout
+    # a tcpdump killed mid-write: the file ends inside a packet record
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(SAMPLE.read_bytes()[:1000])
+    proc = _run("decode", str(cut), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "but a capture file was cut" in proc.stdout and "capture cut: the file ends" in proc.stdout

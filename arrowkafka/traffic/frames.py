@@ -80,6 +80,9 @@ _RESP_HEAD = struct.Struct(">ii")
 _I16 = struct.Struct(">h")
 _HDR = struct.Struct(">hhi")
 _CORR_KEEP = 4096  # unanswered correlation ids remembered per connection
+# ... while its response direction still looks for a frame start: the ids are its proof, and
+# a direction picked up mid-stream may be behind by many requests when it is searched
+_CORR_KEEP_UNSYNCED = 1 << 18
 _PROBE_LIMIT = 1 << 20  # bytes held per connection while looking for its first request
 _ENDED_KEEP = 4096  # ended one-sided connections remembered, for a late other direction
 _RESCAN = 4096  # new bytes before a waiting response direction is searched again
@@ -538,15 +541,19 @@ class KafkaFramer:
                     start, need = self._find_request(buf, pos, d.final)
                 else:
                     chained: bool | None = False
-                    if d.unknown_start and n - pos <= _PROBE_LIMIT:
+                    if d.unknown_start:
+                        # Hopping from frame to frame costs one step a frame, however many
+                        # bytes are held: a long chain is no reason to skip its frames.
                         chained = self._chains(buf, pos, d.final, conn.unanswered)
                     if chained:
                         start, need = pos, 0
                     else:
                         # A response that answers a known request beats an unproven chain.
                         start, need = self._find_response(buf, pos, d.final, conn.unanswered)
-                        if (start is None or need) and (
-                            chained is None or (not d.nowait and n - pos <= _PROBE_LIMIT)
+                        if (
+                            (start is None or need)
+                            and n - pos <= _PROBE_LIMIT
+                            and (chained is None or not d.nowait)
                         ):
                             # Skip nothing yet: the stream may still prove to start at a frame,
                             # and the requests these bytes answer may still come (the other
@@ -587,7 +594,10 @@ class KafkaFramer:
                 conn.unanswered.pop(corr, None)
                 conn.rank += 1
                 conn.unanswered[corr] = conn.rank
-                if len(conn.unanswered) > _CORR_KEEP:
+                if len(conn.unanswered) > _CORR_KEEP and (
+                    len(conn.unanswered) > _CORR_KEEP_UNSYNCED
+                    or not any(o.role == RESPONSE and not o.synced for o in conn.dirs.values())
+                ):
                     del conn.unanswered[next(iter(conn.unanswered))]
                 stats.requests += 1
             else:

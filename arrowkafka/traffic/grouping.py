@@ -18,7 +18,7 @@ from arrowkafka.schema import unknown_tags_type
 from arrowkafka.traffic.columns import addr, ends_of
 from arrowkafka.traffic.frames import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
 from arrowkafka.traffic.headers import parse_request, parse_response
-from arrowkafka.traffic.summary import Summary, add_reject
+from arrowkafka.traffic.summary import Summary, add_item_rejects, add_reject, add_truncation_reject
 
 __all__ = ["group_frames", "frame_columns"]
 
@@ -48,7 +48,7 @@ def group_frames(
 ) -> dict[tuple[str, str, int], list[_Frame]]:
     """Every frame of the captures, headers parsed and responses paired with their requests,
     grouped by (direction, message, version); what cannot be framed or paired goes to
-    ``rejects`` (rows of the _rejects table) and is counted in ``summary``."""
+    ``rejects`` (rows of the rejects table) and is counted in ``summary``."""
     summary = Summary() if summary is None else summary
     rejects = [] if rejects is None else rejects
     groups: dict[tuple[str, str, int], list[_Frame]] = defaultdict(list)
@@ -71,8 +71,12 @@ def group_frames(
         responses: list[KafkaFrame] = []
         for item in capture_frames(capture, broker_ports=set(broker_ports), stats=stats):
             if isinstance(item, PartialFrame | SkippedBytes):
-                summary.frames_in += 1
-                item_reject(name, item, "Partial", getattr(item, "reason", "partial frame"), bytes(item.data))
+                where = {
+                    **ends_of(item.conn),
+                    "direction": item.direction,
+                    "ts": getattr(item, "ts_first_ns", None),
+                }
+                add_item_rejects(summary, rejects, name, item, **where)
                 continue
             if not isinstance(item, KafkaFrame):
                 continue  # MissingBytes: nothing captured to keep
@@ -102,6 +106,7 @@ def group_frames(
                        addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
                        header.correlation_id, header.api_version, header.client_id, header.tags, header.body)
             )  # fmt: skip
+        add_truncation_reject(summary, rejects, name, stats)
         for item in responses:
             frame = bytes(item.data)
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None

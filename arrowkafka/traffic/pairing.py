@@ -27,7 +27,7 @@ from arrowkafka.traffic.headers import (
     read_request_headers,
     read_response_headers,
 )
-from arrowkafka.traffic.summary import Summary, add_reject
+from arrowkafka.traffic.summary import Summary, add_item_rejects, add_reject, add_truncation_reject
 
 __all__ = ["frames_table", "frame_chunks", "row_chunks", "Pairing", "Rows", "pair"]
 
@@ -43,7 +43,7 @@ def frames_table(
     """Every whole frame of the captures, header parsed and responses paired with their
     requests, as one row each (``FRAMES_SCHEMA``: where it was, what it is, its body),
     grouped by (direction, message, version) per capture, in the order the capture completed
-    them within each group; and the rows of ``_rejects`` for what could not be framed, parsed
+    them within each group; and the rows of ``rejects`` for what could not be framed, parsed
     or paired. Captures are paths or binary file objects."""
     summary = Summary() if summary is None else summary
     parts, bad = [], []
@@ -99,13 +99,21 @@ def row_chunks(
         summary.capture_stats.append(stats)
         headers = Pairing(specs, name, summary)
         size = os.path.getsize(capture) if isinstance(capture, str | Path) else None
-        for arrays in capture_frame_chunks(capture, broker_ports=frozenset(broker_ports), stats=stats,
-                                           chunk_bytes=chunk_bytes):  # fmt: skip
+        chunks = capture_frame_chunks(capture, broker_ports=frozenset(broker_ports), stats=stats,
+                                      chunk_bytes=chunk_bytes)  # fmt: skip
+        arrays = next(chunks, None)
+        if arrays is None and stats.truncated_bytes:  # nothing read, and yet the file was cut
+            arrays = FrameArrays.empty([])
+        while arrays is not None:
+            following = next(chunks, None)  # read ahead: the capture's counts are final after it
             rows = headers.rows(arrays)
+            if following is None:
+                add_truncation_reject(summary, headers.rejects, name, stats)
             yield headers, rows, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
             headers.rejects = []
             if progress is not None:
                 progress(name, arrays.position, size)
+            arrays = following
 
 
 class Pending(NamedTuple):
@@ -161,7 +169,7 @@ class Pairing:
         self.pending = Pending(z, z, z, z, z, z)
 
     def reject(self, a: FrameArrays, i: int, error: str, reason: str, raw: bytes, **where: Any) -> None:
-        """A frame of ``a`` to _rejects."""
+        """A frame of ``a`` to rejects."""
         ends, direction = ends_of(a.conns[int(a.conn[i])]), "request" if a.request[i] else "response"
         where = {**ends, "direction": direction, "ts": int(a.ts_first[i]), **where}
         add_reject(self.summary, self.rejects, self.capture, error, reason, raw, **where)
@@ -185,14 +193,12 @@ class Pairing:
         summary = self.summary
         for _, item in sorted(a.others, key=lambda x: x[0]):
             if isinstance(item, PartialFrame | SkippedBytes):
-                summary.frames_in += 1
-                reason = getattr(item, "reason", "partial frame")
                 where = {
                     **ends_of(item.conn),
                     "direction": item.direction,
                     "ts": getattr(item, "ts_first_ns", None),
                 }
-                add_reject(summary, self.rejects, self.capture, "Partial", reason, bytes(item.data), **where)
+                add_item_rejects(summary, self.rejects, self.capture, item, **where)
         at = np.argsort(a.order, kind="stable")
         summary.frames_in += len(at)
         req = at[a.request[at]]

@@ -1,5 +1,5 @@
 """What a capture job saw and wrote (``Summary``: frames in = rows + rejects, per API and
-version), and the one way a row of ``_rejects`` is added."""
+version), and the one way a row of ``rejects`` is added."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from arrowkafka.traffic.frames import CaptureStats
+from arrowkafka.traffic.frames import _MIN_SIZE, MAX_FRAME_SIZE, CaptureStats, PartialFrame, SkippedBytes
 
-__all__ = ["Summary", "add_reject"]
+__all__ = ["Summary", "add_item_rejects", "add_reject", "add_truncation_reject", "frame_pieces"]
 
 
 @dataclass
@@ -48,10 +48,16 @@ class Summary:
             )
             lines.append(f"{api:<28} {version:>3} {s['requests']:>8} {s['responses']:>9} {s['bytes']:>10} "
                          f"{s['rejects']:>7} {p50:>8} {p99:>8}")  # fmt: skip
-        lines.append(
-            f"\nframes in {self.frames_in} = rows {self.rows} + rejects {self.rejects}"
-            f" ({'all accounted for' if self.frames_in == self.rows + self.rejects else 'MISMATCH'})"
-        )
+        cut = [c for c in self.capture_stats if c.truncated_bytes]
+        verdict = "all accounted for" if self.frames_in == self.rows + self.rejects else "MISMATCH"
+        if cut and verdict != "MISMATCH":
+            verdict += ", but a capture file was cut"
+        lines.append(f"\nframes in {self.frames_in} = rows {self.rows} + rejects {self.rejects} ({verdict})")
+        for c in cut:
+            lines.append(
+                f"capture cut: the file ends {c.truncated_bytes} bytes into a packet record"
+                " (not read: see rejects)"
+            )
         if self.record_batches:
             lines.append(f"records {self.records} in {self.record_batches} batches"
                          f" ({self.record_rejects} batches rejected)")  # fmt: skip
@@ -64,9 +70,53 @@ def add_reject(
     capture: str,
     error: str,
     reason: str,
-    raw: bytes,
+    raw: bytes | None,
     **where: Any,
 ) -> None:
-    """One row of _rejects; ``where`` holds the REJECT_SCHEMA columns that are known."""
+    """One row of rejects; ``where`` holds the REJECT_SCHEMA columns that are known."""
     summary.rejects += 1
     rejects.append({"capture": capture, "error": error, "reason": reason, "raw": raw, **where})
+
+
+def frame_pieces(item: PartialFrame | SkippedBytes) -> list[bytes]:
+    """The raw bytes of an item that goes to rejects, one piece per frame where they are
+    frames: skipped bytes that walk, size prefix after size prefix, exactly to their end are
+    cut there (a stream picked up mid-way may skip many whole frames before the first start
+    it can prove); anything else is one piece."""
+    data = bytes(item.data)
+    if isinstance(item, SkippedBytes):
+        lo, n, q = _MIN_SIZE[item.direction], len(data), 0
+        cuts = []
+        while q + 4 <= n:
+            size = int.from_bytes(data[q : q + 4], "big", signed=True)
+            if not lo <= size <= MAX_FRAME_SIZE:
+                break
+            cuts.append(q)
+            q += 4 + size
+        if q == n and len(cuts) > 1:
+            return [data[a:b] for a, b in zip(cuts, [*cuts[1:], n], strict=True)]
+    return [data]
+
+
+def add_item_rejects(
+    summary: Summary,
+    rejects: list[dict[str, Any]],
+    capture: str,
+    item: PartialFrame | SkippedBytes,
+    **where: Any,
+) -> None:
+    """A partial frame or skipped bytes to rejects, counted as the frames they hold."""
+    for raw in frame_pieces(item):
+        summary.frames_in += 1
+        add_reject(summary, rejects, capture, "Partial", item.reason, raw, **where)
+
+
+def add_truncation_reject(
+    summary: Summary, rejects: list[dict[str, Any]], capture: str, stats: CaptureStats
+) -> None:
+    """A capture file cut in the middle of a packet record: a row of rejects saying so (the
+    record's packet, and whatever frame bytes it carried, were not read)."""
+    if stats.truncated_bytes:
+        summary.frames_in += 1
+        reason = f"capture file cut: it ends {stats.truncated_bytes} bytes into a packet record, not read"
+        add_reject(summary, rejects, capture, "Truncated", reason, None)

@@ -22,6 +22,7 @@ for ``window_ns`` in case earlier, reordered segments still arrive.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
@@ -244,6 +245,9 @@ class TcpReassembler:
     def finish(self) -> list[StreamEvent]:
         """End every direction still open (capture over); return the remaining events."""
         self._out = []
+        for st in list(self._streams.values()):
+            if not st.opened and not st.ended:
+                self._release(st)
         # Oldest first: a connection's requests then come before the responses to them.
         for st in sorted(self._streams.values(), key=lambda s: s.first_ts):
             if not st.ended:
@@ -288,6 +292,44 @@ class TcpReassembler:
             st.origin = st.emitted = min(st.lo if st.lo is not None else st.top, st.top)
         self._out.append(StreamOpen(st.key, st.syn, st.initiator))
 
+    def _release(self, st: _Stream) -> None:
+        """Open a stream held for want of its SYN, together with the other direction of its
+        connection if that is held too, and pass on what both hold in capture order.
+
+        Passing one direction's held bytes all at once, then the other's, would put responses
+        far from the requests they answer (seconds of traffic apart): a framer that
+        re-synchronises a response stream on the requests seen so far would then have to
+        remember every one of them. Interleaved, the events come as a live capture makes them.
+        """
+        rev = self._streams.get((st.key[2], st.key[3], st.key[0], st.key[1]))
+        group = [st]
+        if rev is not None and not rev.opened and not rev.ended and not rev.syn:
+            group.append(rev)
+        if len(group) == 1:
+            self._flush(st, force=False)
+            return
+        runs: list[list[tuple[int, StreamEvent]]] = []
+        for s in group:
+            self._open(s)
+            out, self._out = self._out, []
+            self._flush(s, force=False)
+            events, self._out = self._out, out
+            runs.append(list(_by_segment(events)))
+        # each direction keeps its order; between them, the earlier capture time first
+        merged = [ev for _, ev in heapq.merge(*runs, key=lambda x: x[0])]
+        i = 0
+        while i < len(merged):  # consecutive segments of one direction: one event again
+            ev, j = merged[i], i + 1
+            if type(ev) is StreamData:
+                while j < len(merged) and type(merged[j]) is StreamData and merged[j].key == ev.key:
+                    j += 1
+                if j > i + 1:
+                    run = [e for e in merged[i:j] if type(e) is StreamData]
+                    data = b"".join(e.data for e in run)
+                    ev = StreamData(ev.key, ev.offset, data, tuple(m for e in run for m in e.marks))
+            self._out.append(ev)
+            i = j
+
     def _end(self, st: _Stream, reason: str) -> None:
         self._flush(st, force=True)
         self._out.append(StreamEnd(st.key, st.emitted - st.origin, reason))
@@ -308,7 +350,7 @@ class TcpReassembler:
             if win is None:
                 continue
             if not st.opened and now - st.first_ts > win:
-                self._flush(st, force=False)
+                self._release(st)
             if st.hole_since is not None and now - st.hole_since > win:
                 self._flush(st, force=True)
             if (st.rst or st.fin is not None) and now - st.last_ts > win:
@@ -351,6 +393,8 @@ class TcpReassembler:
         else:
             self._insert(st, start, payload, ts)
         if st.pend > self.max_pending:
+            if not st.opened and not st.syn:
+                self._release(st)
             self._flush(st, force=True)
 
     def _insert(self, st: _Stream, start: int, payload: bytes, ts: int) -> None:
@@ -387,7 +431,10 @@ class TcpReassembler:
             waited = self.window_ns is not None and self.clock - st.first_ts > self.window_ns
             if not (st.syn or waited or st.pend > self.max_pending):
                 return
-            self._flush(st, force=False)
+            if st.syn:
+                self._flush(st, force=False)
+            else:
+                self._release(st)
         elif st.pieces or st.snap:
             self._flush(st, force=False)
         # After a RST, segments reordered before it may still arrive: the stream ends at the
@@ -457,6 +504,22 @@ class TcpReassembler:
         data = run[0] if len(run) == 1 else b"".join(run)
         self.stats.data_bytes += len(data)
         self._out.append(StreamData(st.key, start - st.origin, data, tuple(marks)))
+
+
+def _by_segment(events: list[StreamEvent]) -> Iterator[tuple[int, StreamEvent]]:
+    """Events with a capture time each, data cut back into the segments it was made of."""
+    ts = -1
+    for ev in events:
+        if type(ev) is StreamData and len(ev.marks) > 1:
+            offs = [o for o, _ in ev.marks] + [ev.offset + len(ev.data)]
+            for i, (o, t) in enumerate(ev.marks):
+                a, b = o - ev.offset, offs[i + 1] - ev.offset
+                ts = max(ts, t)
+                yield ts, StreamData(ev.key, o, ev.data[a:b], ((o, t),))
+        else:
+            if type(ev) is StreamData:
+                ts = max(ts, ev.marks[0][1])
+            yield ts, ev
 
 
 def reassemble(

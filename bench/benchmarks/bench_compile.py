@@ -10,16 +10,19 @@ import sys
 import tempfile
 import time
 
+from .data import SMOKE
+
+PAIRS = 2 if SMOKE else 50  # (ARROWKAFKA_BENCH_SMOKE=1: see data.py)
 FIRST_DECODE = (
     "import arrowkafka as ak; "
     "ak.decode([bytes.fromhex('0000000000000000000000000000000000000000')], 'FetchRequest', 3, errors='null')"
 )
-FIFTY = """
+FIFTY = f"""
 import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka import schema
 specs = ak.load_specs()
-pairs = [(n, v) for n, v in specs.pairs() if specs[n].type in ("request", "response")][::9][:50]
+pairs = [(n, v) for n, v in specs.pairs() if specs[n].type in ("request", "response")][::9][:{PAIRS}]
 for name, version in pairs:
     spec = specs[name]
     body = ref.encode(spec, version, schema.default_struct(spec, spec.root, version))

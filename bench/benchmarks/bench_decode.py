@@ -13,11 +13,11 @@ from arrowkafka.assembly.assemble import allocate, assemble
 from arrowkafka.codec.decode import _input, _Run, decode_batch
 from arrowkafka.plan import compile_plan
 
-from .data import WORKLOADS, batch, best_mb_per_s, body
+from .data import WORKLOADS, batch, best_mb_per_s, body, some
 
 
 class Decode:
-    params = (list(WORKLOADS), [1, 2])
+    params = (some(list(WORKLOADS), ["metadata_v1"]), [1, 2])
     param_names = ("workload", "threads")
     number = 1
     repeat = 10
@@ -45,7 +45,7 @@ class DecodeStages:
     """Milliseconds of each stage of one call (best of several), one thread: the interpreter
     against the kernel specialised to the plan (which compiles for seconds in setup)."""
 
-    params = (["metadata_v12", "metadata_v1"], ["interpreter", "specialised"])
+    params = (some(["metadata_v12", "metadata_v1"], ["metadata_v1"]), ["interpreter", "specialised"])
     param_names = ("workload", "kernel")
     number = 1
     repeat = 1

@@ -16,6 +16,12 @@ _CANDIDATES = [
 ]
 SHARED = next((Path(p) for p in _CANDIDATES if p and Path(p).is_dir()), Path("/work/shared"))
 
+# ARROWKAFKA_BENCH_SMOKE=1 (tests/bench/test_asv_suite.py, with `asv run --quick`): every
+# benchmark still runs, but on batches a hundred times smaller and on one value of each
+# workload-like parameter, so that the whole suite takes about a minute. Its numbers mean
+# nothing: never record results with it set.
+SMOKE = os.environ.get("ARROWKAFKA_BENCH_SMOKE") == "1"
+
 # name -> (file stem, message, version)
 WORKLOADS = {
     "metadata_v12": ("metadata_response_v12_1t1000p", "MetadataResponse", 12),
@@ -27,6 +33,12 @@ WORKLOADS = {
 COPIES = {"metadata_v12": 1000, "metadata_v1": 1000, "fetch_response_v12": 400}
 
 
+def some(values: list[str], smoke: list[str]) -> list[str]:
+    """A benchmark's parameter values: ``smoke`` under ARROWKAFKA_BENCH_SMOKE=1, else ``values``."""
+    assert set(smoke) <= set(values)
+    return smoke if SMOKE else values
+
+
 def body(workload: str) -> bytes:
     stem = WORKLOADS[workload][0]
     meta = json.loads((SHARED / "vectors" / f"{stem}.json").read_text())
@@ -35,9 +47,11 @@ def body(workload: str) -> bytes:
 
 
 def batch(workload: str) -> pa.BinaryArray:
-    """Copies of one body totalling tens of MB (small bodies: 100,000 copies)."""
+    """Copies of one body totalling tens of MB (small bodies: 100,000 copies; a hundredth of
+    that under ARROWKAFKA_BENCH_SMOKE=1)."""
     b = body(workload)
-    return pa.array([b] * COPIES.get(workload, 100_000), pa.binary())
+    copies = COPIES.get(workload, 100_000)
+    return pa.array([b] * (copies // 100 if SMOKE else copies), pa.binary())
 
 
 def best_mb_per_s(fn: object, nbytes: int, repeat: int = 5) -> float:

@@ -127,15 +127,13 @@ def test_every_frame_accounted_for(live: Live) -> None:
     m = re.search(r"frames in (\d+) = rows (\d+) \+ rejects (\d+)", live.stdout)
     assert m is not None, live.stdout
     frames_in, rows, rejects = map(int, m.groups())
-    written = sum(
-        pq.read_metadata(p).num_rows for p in live.out.glob("*.parquet") if not p.name.startswith("_")
-    )
+    written = sum(pq.read_metadata(p).num_rows for p in live.out.glob("*.parquet") if not p.stem[0].islower())
     assert frames_in == rows + rejects and rows == written
     assert pq.read_table(live.out / "rejects.parquet").to_pylist() == []
     assert rejects == 0
     # one client, one broker: every frame is between the broker's port and a loopback client
     for p in live.out.glob("*.parquet"):
-        if not p.name.startswith("_"):  # rejects and record tables: not message tables
+        if not p.stem[0].islower():  # rejects and record tables: not message tables
             t = pq.read_table(p, columns=["_broker", "_client"]).to_pydict()
             assert set(t["_broker"]) == {f"127.0.0.1:{live.port}"}
             assert all(c.startswith("127.0.0.1:") for c in t["_client"])
@@ -252,7 +250,7 @@ def test_every_response_is_paired(live: Live) -> None:
     requests: dict[tuple[str, int], tuple[str, Any]] = {}
     responses: dict[tuple[str, int], str] = {}
     for p in sorted(live.out.glob("*.parquet")):
-        if p.name.startswith("_"):  # rejects and record tables: not message tables
+        if p.stem[0].islower():  # rejects and record tables (message tables are CamelCase)
             continue
         message = p.stem
         for r in pq.read_table(

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -442,6 +443,9 @@ def _ws_string(text: str) -> str | None:
     return str(json.loads(text))  # Wireshark quotes and escapes as JSON does for these strings
 
 
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def same(name: str, ws: str, ours: Any) -> bool:
     """Whether Wireshark's display of a field equals our value."""
     if name.endswith("timestamp") and not name.endswith("_type"):
@@ -456,6 +460,8 @@ def same(name: str, ws: str, ours: Any) -> bool:
         return int(ws) == ours
     if isinstance(ours, uuid.UUID):
         return ws == str(ours)
+    if isinstance(ours, bytes) and len(ours) == 16 and _UUID_TEXT.fullmatch(ws):
+        return ws == str(uuid.UUID(bytes=ours))  # the Parquet files hold a uuid as its 16 bytes
     if isinstance(ours, bytes) or (ours is None and ws == '""'):
         # Wireshark shows a null byte string (length -1) as an empty one
         return bytes.fromhex(ws.strip('"').replace(":", "")) == (ours or b"")
@@ -555,7 +561,7 @@ def compare_pdu(capture: str, pdu: WsPdu, row: Row, specs: SpecSet, tally: Tally
 def load_rows(outdir: Path) -> dict[tuple[str, bool, int], list[Row]]:
     rows: dict[tuple[str, bool, int], list[Row]] = defaultdict(list)
     for path in sorted(outdir.glob("*.parquet")):
-        if path.name.startswith("_"):  # rejects and record tables: not message tables
+        if path.stem[0].islower():  # rejects and record tables (message tables are CamelCase)
             continue
         message = path.stem
         for v in sorted(pq.read_table(path).to_pylist(), key=lambda r: r["_ts_first"]):

@@ -1,0 +1,135 @@
+"""Captures picked up in the middle of a long, busy connection: no whole frame after the first
+provable frame start is lost, however far the response direction lags, and what goes to
+rejects is counted in frames."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+from capwriters import decode, write_pcap
+
+from arrowkafka import default_specs
+from arrowkafka.traffic import KafkaFrame, SkippedBytes
+from arrowkafka.traffic.frames import ConnKey, iter_frames
+from arrowkafka.traffic.pairing import frames_table
+from arrowkafka.traffic.pcap import Packet
+from arrowkafka.traffic.summary import Summary, frame_pieces
+from arrowkafka.traffic.tcp import StreamData, StreamEnd, StreamOpen
+
+LO = bytes([127, 0, 0, 1])
+PAIRS = 15_000  # responses of 78 bytes: more than 1 MiB of them, more than 4096 requests
+
+
+def _pkt(ts: int, sport: int, dport: int, seq: int, payload: bytes) -> Packet:
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, 0, 5 << 4, 0x18, 65535, 0, 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, LO, LO)
+    data = b"\0" * 12 + b"\x08\x00" + ip + tcp + payload
+    return Packet(ts, 1, data, len(data))
+
+
+def _frames(n: int) -> tuple[list[bytes], list[bytes]]:
+    reqs, resps = [], []
+    for i in range(n):
+        r = struct.pack(">hhih", 1, 12, 100 + i, 7) + b"rdkafka" + bytes(60)
+        reqs.append(struct.pack(">i", len(r)) + r)
+        r = struct.pack(">i", 100 + i) + bytes(70)
+        resps.append(struct.pack(">i", len(r)) + r)
+    return reqs, resps
+
+
+def _busy_connection(n: int, port: int = 40000) -> list[Packet]:
+    """A tight request/response loop seen without its SYN (tcpdump started late)."""
+    out, cs, ss, t = [], 1000, 5000, 10**18
+    for q, r in zip(*_frames(n), strict=True):
+        out.append(_pkt(t, port, 9092, cs, q))
+        out.append(_pkt(t + 100_000, 9092, port, ss, r))
+        cs, ss, t = cs + len(q), ss + len(r), t + 200_000
+    return out
+
+
+def _count(items: list) -> tuple[int, int, int]:
+    frames = [i for i in items if isinstance(i, KafkaFrame)]
+    skipped = sum(len(i.data) for i in items if isinstance(i, SkippedBytes))
+    return (
+        sum(f.direction == "request" for f in frames),
+        sum(f.direction == "response" for f in frames),
+        skipped,
+    )
+
+
+def test_long_mid_stream_capture_keeps_every_response() -> None:
+    pk = _busy_connection(PAIRS)
+    # starting at a request, and at a response whose request was before the capture
+    for rest, want in ((pk, (PAIRS, PAIRS)), (pk[1:], (PAIRS - 1, PAIRS))):
+        items, stats = decode(rest)
+        req, resp, skipped = _count(items)
+        assert (req, resp, skipped) == (*want, 0)
+        assert stats.frames.partial_bytes == 0
+
+
+def test_long_mid_stream_capture_starting_inside_a_response() -> None:
+    pk = _busy_connection(PAIRS)
+    first = pk[1]  # the first response, cut: the capture starts 30 bytes into it
+    head = first.data[:54]
+    seq = struct.unpack_from("!I", head, 38)[0] + 30
+    cut = bytearray(head)
+    struct.pack_into("!I", cut, 38, seq)
+    struct.pack_into("!H", cut, 16, 40 + len(first.data) - 54 - 30)
+    part = bytes(cut) + first.data[54 + 30 :]
+    rest = [Packet(first.ts_ns, 1, part, len(part)), *pk[2:]]
+    items, _ = decode(rest)
+    assert _count(items) == (PAIRS - 1, PAIRS - 1, 48)
+
+
+def test_framer_when_a_direction_arrives_in_one_piece() -> None:
+    """However the events come (a held stream released at once), responses resync on the
+    requests they answer, not on the last few thousand only."""
+    reqs, resps = _frames(PAIRS)
+    q, r = b"".join(reqs), b"".join(resps)[30:]  # picked up inside the first response
+    kq, kr = (LO, 40000, LO, 9092), (LO, 9092, LO, 40000)
+    events = [
+        StreamOpen(kq, False, None),
+        StreamOpen(kr, False, None),
+        StreamData(kq, 0, q, ((0, 1),)),
+        StreamData(kr, 0, r, ((0, 2),)),
+        StreamEnd(kq, len(q), "capture end"),
+        StreamEnd(kr, len(r), "capture end"),
+    ]
+    assert _count(list(iter_frames(events))) == (PAIRS, PAIRS - 1, 48)
+
+
+def test_skipped_frames_are_counted_as_frames() -> None:
+    _, resps = _frames(5)
+    conn = ConnKey(LO, 40000, LO, 9092)
+    whole = SkippedBytes(conn, "response", 0, b"".join(resps), "resync")
+    assert frame_pieces(whole) == resps
+    torn = SkippedBytes(conn, "response", 3, b"".join(resps)[3:], "resync")
+    assert frame_pieces(torn) == [b"".join(resps)[3:]]
+
+
+def test_capture_cut_mid_record_shows(shared: Path) -> None:
+    data = (shared / "captures" / "tansu_confluent.pcap").read_bytes()[:1000]
+    summary = Summary()
+    _, rejects = frames_table([io.BytesIO(data)], default_specs(), summary=summary)
+    cut = [r for r in rejects.to_pylist() if r["error"] == "Truncated"]
+    assert len(cut) == 1 and "bytes into a packet record" in cut[0]["reason"]
+    assert "capture cut: the file ends 31 bytes into a packet record" in summary.render()
+    assert summary.rejects == 1 and summary.frames_in == 3  # two whole frames, and the cut
+
+
+def test_big_pieces_on_two_connections() -> None:
+    """A large Produce request on another mid-stream connection, spread over many segments,
+    while the first connection loops: both keep every frame."""
+    pk = _busy_connection(PAIRS)
+    big = struct.pack(">hhih", 0, 9, 7, 7) + b"rdkafka" + bytes(600_000)
+    big = struct.pack(">i", len(big)) + big
+    t = pk[len(pk) // 2].ts_ns
+    produce = [_pkt(t + i, 40001, 9092, 77 + i * 32768, big[i * 32768 : (i + 1) * 32768])
+               for i in range(0, -(-len(big) // 32768))]  # fmt: skip
+    merged = sorted(pk + produce, key=lambda p: p.ts_ns)
+    items, _ = decode(write_pcap(merged))
+    frames = [i for i in items if isinstance(i, KafkaFrame)]
+    assert sum(f.direction == "response" for f in frames) == PAIRS
+    assert sum(f.conn.client_port == 40001 for f in frames) == 1
