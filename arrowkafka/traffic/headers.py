@@ -74,9 +74,9 @@ class _Cursor:
         self.what = what
         try:
             value, self.pos = read_uvarint(self.data, self.pos)
-        except IndexError:
-            self.pos = len(self.data)
-            raise self.fail(Truncated, f"reading {what}: needs 1 bytes, 0 left") from None
+        except IndexError:  # every byte left says "more": the varint needs one beyond them
+            left = len(self.data) - self.pos
+            raise self.fail(Truncated, f"reading {what}: needs {left + 1} bytes, {left} left") from None
         except VarintTooLong:
             self.pos += 5
             raise self.fail(Corrupt, f"reading {what}: varint too long") from None

@@ -98,3 +98,11 @@ def test_response_header(hv: int, tags: list) -> None:
     assert header.correlation_id == by_spec["correlation_id"] == 123456
     assert header.tags == (by_spec["_unknown_tags"] if hv else [])
     assert header.body == b"BODY"
+
+
+def test_a_cut_varint_in_a_header_says_how_many_bytes_are_left() -> None:
+    # a flexible request header whose tag count is two bytes that both say "more"
+    frame, _ = request_frame(18, 3, "abc", TAGS[0], corr=1)  # ApiVersions v3: header v2
+    cut = frame[:-5] + b"\x80\x80"  # the (empty) tag count and the body: a cut varint instead
+    with pytest.raises(ak.Truncated, match=r"reading tag count: needs 3 bytes, 2 left"):
+        parse_request(cut, SPECS)
