@@ -275,11 +275,11 @@ class _DecodeFrames:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
-        from arrowkafka.traffic import FRAME_COLUMNS, FRAMES_SCHEMA, decode_frames
+        from arrowkafka.traffic import FRAMES_SCHEMA, TABLE_COLUMNS, decode_frames
 
         specs = task_specs(self.folders)
         out = _decoded_type(specs, self.messages, self.names is not None, self.payloads)
-        n_frame = len(FRAME_COLUMNS)
+        n_frame = len(TABLE_COLUMNS)
         # per capture, the batch ids given so far: a capture's frames come to one task in order
         next_id: dict[str, int] = {}
         for batch in batches:
@@ -294,8 +294,9 @@ class _DecodeFrames:
             for capture, chunk, run in _runs(frames) if frames.num_rows else ():
                 tables, rejects = decode_frames(run.select(FRAMES_SCHEMA.names).cast(FRAMES_SCHEMA), specs)
                 for message, decoded in tables.items():
-                    # decode_frames' layout: the frame columns, then the message's own (_version first)
-                    part = decoded.select(FRAME_COLUMNS.names)
+                    # decode_frames' layout: _capture, the frame columns, then the message's own
+                    # (_version first)
+                    part = decoded.select(TABLE_COLUMNS.names)
                     part = part.append_column(_MESSAGE, pa.repeat(pa.scalar(message, pa.string()), len(part)))
                     own = decoded.select(decoded.column_names[n_frame:])
                     yield _to(part.append_column(message, _struct(own)), out)
@@ -436,7 +437,7 @@ def decode_captures(
     finally:
         frames.unpersist()
     try:
-        from arrowkafka.traffic import FRAME_COLUMNS
+        from arrowkafka.traffic import TABLE_COLUMNS
 
         counts: dict[str | None, int] = {}
         batches: dict[str, int] = {}  # capture -> record batches
@@ -451,7 +452,7 @@ def decode_captures(
         summary.tables = {m: counts.get(m, 0) for m in messages if counts.get(m, 0)}
         summary.rows = sum(summary.tables.values())
         jobs = {
-            m: decoded.where(F.col(_MESSAGE) == m).select(*FRAME_COLUMNS.names, f"`{m}`.*")
+            m: decoded.where(F.col(_MESSAGE) == m).select(*TABLE_COLUMNS.names, f"`{m}`.*")
             for m in summary.tables
         }
         jobs["rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")

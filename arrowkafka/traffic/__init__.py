@@ -20,7 +20,7 @@ hold the output tables' columns and counts.
 
 from __future__ import annotations
 
-from arrowkafka.traffic.columns import FRAME_COLUMNS, FRAMES_SCHEMA, REJECT_SCHEMA
+from arrowkafka.traffic.columns import FRAME_COLUMNS, FRAMES_SCHEMA, REJECT_SCHEMA, TABLE_COLUMNS
 from arrowkafka.traffic.decode import decode_frames
 from arrowkafka.traffic.frames import (
     CaptureStats,
@@ -39,6 +39,7 @@ __all__ = [
     "FRAME_COLUMNS",
     "FRAMES_SCHEMA",
     "REJECT_SCHEMA",
+    "TABLE_COLUMNS",
     "CaptureStats",
     "KafkaFrame",
     "MissingBytes",

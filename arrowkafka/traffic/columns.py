@@ -18,8 +18,10 @@ from arrowkafka.traffic.chunks import Conns
 from arrowkafka.traffic.frames import ConnKey
 
 __all__ = [
+    "CAPTURE",
     "FRAME_COLUMNS",
     "FRAMES_SCHEMA",
+    "TABLE_COLUMNS",
     "REJECT_SCHEMA",
     "addr",
     "endpoints",
@@ -47,10 +49,13 @@ FRAME_COLUMNS = pa.schema(
         ),
     ]
 )
+CAPTURE = pa.field("_capture", pa.string(), nullable=False, metadata={"about": "the capture file"})
+# What every message table starts with: the capture, then where the frame was
+TABLE_COLUMNS = pa.schema([CAPTURE, *FRAME_COLUMNS])
 # One row per whole frame, before its body is decoded (``frames_table``).
 FRAMES_SCHEMA = pa.schema(
     [
-        pa.field("_capture", pa.string(), nullable=False),
+        CAPTURE,
         pa.field("_direction", pa.string(), nullable=False, metadata={"about": "request or response"}),
         pa.field("_message", pa.string(), nullable=False, metadata={"about": "the body's message type"}),
         pa.field("_version", pa.int16(), nullable=False, metadata={"about": "the body's version"}),

@@ -14,7 +14,7 @@ from arrowkafka.api import SpecSet
 from arrowkafka.codec.decode import Ranges
 from arrowkafka.errors import DecodeError
 from arrowkafka.kernels.tiers import expect
-from arrowkafka.traffic.columns import FRAME_COLUMNS, REJECT_SCHEMA
+from arrowkafka.traffic.columns import FRAME_COLUMNS, REJECT_SCHEMA, TABLE_COLUMNS
 from arrowkafka.traffic.pairing import Pairing, Rows
 from arrowkafka.traffic.summary import Summary
 
@@ -124,8 +124,14 @@ def _decode_group(
         kept = frame.take(pos) if copy or len(pos) != n else frame
         body = body.cast(specs.arrow_schema(message))  # rows of rejected bodies are gone: not nullable
         summary.rows += kept.num_rows
-        schema = pa.schema([*FRAME_COLUMNS, *body.schema], metadata=body.schema.metadata)
-        tables[message].append(pa.Table.from_arrays([*kept.select(FRAME_COLUMNS.names).columns,
+        schema = pa.schema([*TABLE_COLUMNS, *body.schema], metadata=body.schema.metadata)
+        which = (
+            pa.repeat(pa.scalar(capture, pa.string()), kept.num_rows)
+            if capture is not None
+            else kept.column("_capture")
+        )
+        tables[message].append(pa.Table.from_arrays([which,
+                                                     *kept.select(FRAME_COLUMNS.names).columns,
                                                      *body.columns], schema=schema))  # fmt: skip
 
 

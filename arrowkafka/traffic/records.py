@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from arrowkafka.records import decode_records
 from arrowkafka.records.tables import linked_schemas
-from arrowkafka.traffic.columns import REJECT_SCHEMA
+from arrowkafka.traffic.columns import CAPTURE, REJECT_SCHEMA
 
 __all__ = ["SOURCES", "TOPIC_NAMES", "RecordTables", "learn_topic_names", "record_schemas", "records_of"]
 
@@ -24,10 +24,11 @@ SOURCES = {
     "ShareFetchResponse": ("responses", None, "topic_id", "partitions", "partition_index"),
 }
 
-_FRAME = ["_client", "_broker", "_ts_first", "_correlation_id", "_client_id"]
+_FRAME = ["_capture", "_client", "_broker", "_ts_first", "_correlation_id", "_client_id"]
 _UUID = pa.uuid()
 LINK = pa.schema(
     [
+        CAPTURE,
         pa.field("_client", pa.string(), nullable=False),
         pa.field("_broker", pa.string(), nullable=False),
         pa.field("_ts_first", pa.timestamp("ns", "UTC"), nullable=False),

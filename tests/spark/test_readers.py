@@ -63,3 +63,15 @@ def test_the_types_are_the_portable_ones(written: list[Path]) -> None:
     for path in written:
         text = str(pq.read_schema(path))
         assert "uint" not in text and "[ns" not in text and "extension" not in text, path
+
+
+def test_every_row_says_which_capture_it_came_from(written: list[Path]) -> None:
+    captures = {str(p) for p in (SHARED / "captures").glob("*.pcap")}
+    seen: set[str] = set()
+    for path in written:
+        if path.parent.name != "captures" or path.name == "rejects.parquet":  # rejects: `capture`
+            continue
+        table = pq.read_table(path)
+        assert table.column_names[0] == "_capture" and table.column("_capture").null_count == 0, path
+        seen |= set(table.column("_capture").to_pylist())
+    assert seen == captures  # message and record tables of all three captures, each named

@@ -126,9 +126,16 @@ def test_chunks_give_the_same_tables(capture: str, tmp_path: Path, monkeypatch: 
     assert parts.tables == whole.tables
     for message in whole.tables:
         groups = pq.ParquetFile(tmp_path / "parts" / f"{message}.parquet").metadata.num_row_groups
-        rows = [duckdb.sql(f"SELECT * FROM '{d}/{message}.parquet' ORDER BY ALL").fetchall()
+        rows = [duckdb.sql(f"SELECT * EXCLUDE (_capture) FROM '{d}/{message}.parquet' ORDER BY ALL").fetchall()
                 for d in (tmp_path / "whole", tmp_path / "parts")]  # fmt: skip
         assert rows[0] == rows[1], message
+        names = {
+            c
+            for (c,) in duckdb.sql(
+                f"SELECT DISTINCT _capture FROM '{tmp_path}/whole/{message}.parquet'"
+            ).fetchall()
+        }
+        assert names == {str(path)}, message  # which capture each row came from
         assert groups >= 1
     more = [
         m
