@@ -80,6 +80,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     specs = _specs(args)
     _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
+    _say_if_compiling()
 
     summary = decode_capture(args.captures, args.output, specs, broker_ports=args.port or (9092,),
                              progress=_progress if sys.stderr.isatty() else None,
@@ -127,6 +128,22 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
         raise UserError(f"{out}: cannot write in this folder")
     for table in earlier:
         table.unlink()
+
+
+def _say_if_compiling() -> None:
+    """Numba compiles the kernels a capture job needs the first time they run on a machine,
+    and caches them on disk: a pause of 10-40 s that would otherwise pass in silence. Said on
+    stderr when a kernel's cache index is missing (a heuristic: a stale index recompiles too)."""
+    from arrowkafka.kernels import capture, decode, records
+
+    indexes = [
+        getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
+        for k in (decode.run, capture.parse_packets, records.walk_records)
+    ]
+    if None in indexes:  # the JIT is off (NUMBA_DISABLE_JIT), or Numba keeps its cache otherwise
+        return
+    if not all(os.path.exists(str(i)) for i in indexes):
+        print("arrowkafka: first run here: compiling the decoder's kernels (once; 10-40 s)", file=sys.stderr)
 
 
 def _progress(capture: str, done: int, size: int | None) -> None:

@@ -220,3 +220,15 @@ def test_exit_status_says_whether_anything_went_to_rejects(tmp_path: Path) -> No
     proc = _run("decode", str(cut), "-o", str(tmp_path / "b"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "but a capture file was cut" in proc.stdout and "capture cut: the file ends" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.jit
+def test_the_first_run_on_a_machine_says_it_is_compiling(tmp_path: Path) -> None:
+    # an empty Numba cache is a new machine: the pause of the first compile is announced once
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    capture = str(SAMPLE)
+    first = _run("decode", capture, "-o", str(tmp_path / "a"), env=env)
+    assert "first run here: compiling the decoder's kernels" in first.stderr, first.stderr
+    second = _run("decode", capture, "-o", str(tmp_path / "b"), env=env)
+    assert second.returncode == first.returncode == 1 and "compiling" not in second.stderr
