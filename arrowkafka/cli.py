@@ -91,20 +91,21 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0 if clean else 1  # a cut capture file is a reject row too
 
 
-PCAP_MAGICS = {b"\xa1\xb2\xc3\xd4", b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1"}
-PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
-
-
 def _check_capture(path: str) -> None:
     """A file that opens and starts as pcap or pcapng does (else a ``UserError`` naming it)."""
+    from arrowkafka.traffic.pcap import looks_like_capture
+
     with open(path, "rb") as f:  # OSError: missing, a folder, not readable
+        if not os.path.isfile(path):  # a pipe (``<(zcat x.pcap.gz)``): its bytes read once only
+            raise UserError(f"{path}: not a regular file (a capture is read twice: save it to a file)")
         head = f.read(4)
-    if head not in PCAP_MAGICS and head != PCAPNG_MAGIC:
+    if not looks_like_capture(head):
         what = "an empty file" if not head else f"it starts with {head.hex()}"
         raise UserError(f"{path}: not a pcap or pcapng capture ({what})")
 
 
 OWN_TABLES = ("rejects", "records", "record_batches", "record_markers")  # beside one per message
+INTERNAL_TABLES = ("consumer_offsets.", "cluster_metadata.")  # segments: a table per record type
 
 
 def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> None:
@@ -114,7 +115,15 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
     names = {*messages, *OWN_TABLES}
-    earlier = sorted(p for p in out.glob("*.parquet") if p.stem in names) if out.is_dir() else []
+    earlier = (
+        sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(INTERNAL_TABLES))
+        if out.is_dir()
+        else []
+    )
+    if folders := [p for p in earlier if not p.is_file()]:  # Spark writes a table as a folder of parts
+        raise UserError(
+            f"{folders[0]}: a folder where a table goes (a Spark job's output?); choose another folder"
+        )
     if earlier and not overwrite:
         raise UserError(
             f"{out}: holds {len(earlier)} tables of an earlier run; "

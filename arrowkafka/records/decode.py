@@ -181,7 +181,9 @@ def _decompress_and_count(
             continue
         n = len(out)
         if at + n > len(inner):  # a rare copy: the guess above allows a high ratio
-            inner = np.concatenate([inner[:at], np.empty(max(len(inner), n), np.uint8)])
+            grown = np.empty(at + max(len(inner), n), np.uint8)
+            grown[:at] = inner[:at]  # (only what was written: the rest stays untouched)
+            inner = grown
         inner[at : at + n] = np.frombuffer(out, np.uint8)
         hdr[k.H_INNER, b] = 1
         hdr[k.H_REGION_START, b] = at
@@ -190,14 +192,20 @@ def _decompress_and_count(
         group += n
         if group >= WALK_GROUP:
             totals += k.walk_records(
-                data, inner, hdr, walked, b + 1, False, k.CRC32_TABLE, payloads, views, 0, *none
+                data, _read_only(inner), hdr, walked, b + 1, False, k.CRC32_TABLE, payloads, views, 0, *none
             )
             walked, group = int(b) + 1, 0
     nb = hdr.shape[1]
+    inner = _read_only(inner[: max(at, 1)])
     totals += k.walk_records(data, inner, hdr, walked, nb, False, k.CRC32_TABLE, payloads, views, 0, *none)
-    inner = inner[: max(at, 1)]
-    inner.flags.writeable = False  # read-only either way: one kernel signature
     return inner, totals
+
+
+def _read_only(buf: np.ndarray) -> np.ndarray:
+    """A read-only view: the kernels take ``inner`` read-only, so they compile once."""
+    view = buf.view()
+    view.flags.writeable = False
+    return view
 
 
 def _under_a_gib(sizes: np.ndarray) -> bool:

@@ -38,6 +38,16 @@ _PCAP_MAGICS = {  # magic as read little-endian -> (byte order, fraction-to-ns m
     0x4D3CB2A1: (">", 1),
 }
 _SHB = 0x0A0D0D0A
+
+
+def looks_like_capture(head: bytes) -> bool:
+    """Whether a file's first 4 bytes are a pcap magic (either byte order, us or ns) or a
+    pcapng section header."""
+    return len(head) == 4 and (
+        struct.unpack("<I", head)[0] in _PCAP_MAGICS or struct.unpack("<I", head)[0] == _SHB
+    )
+
+
 _IDB, _PB, _SPB, _EPB = 1, 2, 3, 6
 _BOM = 0x1A2B3C4D
 
