@@ -217,6 +217,23 @@ class FrameStats:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) -> list[bytes]:
+    """``data`` cut into frames where it is frames: size prefixes that walk, frame after frame,
+    exactly to its end (a stream picked up mid-way may skip many whole frames before the first
+    start it can prove); anything else is one piece."""
+    lo, n, q = _MIN_SIZE[direction], len(data), 0
+    cuts = []
+    while q + 4 <= n:
+        (size,) = _I32.unpack_from(data, q)
+        if not lo <= size <= max_size:
+            break
+        cuts.append(q)
+        q += 4 + size
+    if q == n and len(cuts) > 1:
+        return [data[a:b] for a, b in zip(cuts, [*cuts[1:], n], strict=True)]
+    return [data]
+
+
 def peek_request(frame: bytes) -> tuple[int, int, int]:
     """``(api_key, api_version, correlation_id)`` of a request frame (size prefix removed).
 

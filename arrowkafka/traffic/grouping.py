@@ -71,12 +71,7 @@ def group_frames(
         responses: list[KafkaFrame] = []
         for item in capture_frames(capture, broker_ports=set(broker_ports), stats=stats):
             if isinstance(item, PartialFrame | SkippedBytes):
-                where = {
-                    **ends_of(item.conn),
-                    "direction": item.direction,
-                    "ts": getattr(item, "ts_first_ns", None),
-                }
-                add_item_rejects(summary, rejects, name, item, **where)
+                add_item_rejects(summary, rejects, name, item)
                 continue
             if not isinstance(item, KafkaFrame):
                 continue  # MissingBytes: nothing captured to keep

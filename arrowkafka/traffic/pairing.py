@@ -101,19 +101,17 @@ def row_chunks(
         size = os.path.getsize(capture) if isinstance(capture, str | Path) else None
         chunks = capture_frame_chunks(capture, broker_ports=frozenset(broker_ports), stats=stats,
                                       chunk_bytes=chunk_bytes)  # fmt: skip
-        arrays = next(chunks, None)
-        if arrays is None and stats.truncated_bytes:  # nothing read, and yet the file was cut
-            arrays = FrameArrays.empty([])
-        while arrays is not None:
-            following = next(chunks, None)  # read ahead: the capture's counts are final after it
+        for arrays in chunks:
             rows = headers.rows(arrays)
-            if following is None:
-                add_truncation_reject(summary, headers.rejects, name, stats)
             yield headers, rows, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
             headers.rejects = []
             if progress is not None:
                 progress(name, arrays.position, size)
-            arrays = following
+        if stats.truncated_bytes:  # the file was cut: known once it is read, a chunk of no frames says so
+            rows = headers.rows(FrameArrays.empty([]))
+            add_truncation_reject(summary, headers.rejects, name, stats)
+            yield headers, rows, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
+            headers.rejects = []
 
 
 class Pending(NamedTuple):
@@ -193,12 +191,7 @@ class Pairing:
         summary = self.summary
         for _, item in sorted(a.others, key=lambda x: x[0]):
             if isinstance(item, PartialFrame | SkippedBytes):
-                where = {
-                    **ends_of(item.conn),
-                    "direction": item.direction,
-                    "ts": getattr(item, "ts_first_ns", None),
-                }
-                add_item_rejects(summary, self.rejects, self.capture, item, **where)
+                add_item_rejects(summary, self.rejects, self.capture, item)
         at = np.argsort(a.order, kind="stable")
         summary.frames_in += len(at)
         req = at[a.request[at]]

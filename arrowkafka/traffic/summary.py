@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from arrowkafka.traffic.frames import _MIN_SIZE, MAX_FRAME_SIZE, CaptureStats, PartialFrame, SkippedBytes
+from arrowkafka.traffic.columns import ends_of
+from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes, frame_pieces
 
-__all__ = ["Summary", "add_item_rejects", "add_reject", "add_truncation_reject", "frame_pieces"]
+__all__ = ["Summary", "add_item_rejects", "add_reject", "add_truncation_reject"]
 
 
 @dataclass
@@ -78,35 +79,15 @@ def add_reject(
     rejects.append({"capture": capture, "error": error, "reason": reason, "raw": raw, **where})
 
 
-def frame_pieces(item: PartialFrame | SkippedBytes) -> list[bytes]:
-    """The raw bytes of an item that goes to rejects, one piece per frame where they are
-    frames: skipped bytes that walk, size prefix after size prefix, exactly to their end are
-    cut there (a stream picked up mid-way may skip many whole frames before the first start
-    it can prove); anything else is one piece."""
-    data = bytes(item.data)
-    if isinstance(item, SkippedBytes):
-        lo, n, q = _MIN_SIZE[item.direction], len(data), 0
-        cuts = []
-        while q + 4 <= n:
-            size = int.from_bytes(data[q : q + 4], "big", signed=True)
-            if not lo <= size <= MAX_FRAME_SIZE:
-                break
-            cuts.append(q)
-            q += 4 + size
-        if q == n and len(cuts) > 1:
-            return [data[a:b] for a, b in zip(cuts, [*cuts[1:], n], strict=True)]
-    return [data]
-
-
 def add_item_rejects(
-    summary: Summary,
-    rejects: list[dict[str, Any]],
-    capture: str,
-    item: PartialFrame | SkippedBytes,
-    **where: Any,
+    summary: Summary, rejects: list[dict[str, Any]], capture: str, item: PartialFrame | SkippedBytes
 ) -> None:
-    """A partial frame or skipped bytes to rejects, counted as the frames they hold."""
-    for raw in frame_pieces(item):
+    """A partial frame or skipped bytes to rejects, counted as the frames they hold (skipped
+    bytes cut into whole frames where they are frames)."""
+    data = bytes(item.data)
+    pieces = frame_pieces(data, item.direction) if isinstance(item, SkippedBytes) else [data]
+    where = {**ends_of(item.conn), "direction": item.direction, "ts": getattr(item, "ts_first_ns", None)}
+    for raw in pieces:
         summary.frames_in += 1
         add_reject(summary, rejects, capture, "Partial", item.reason, raw, **where)
 

@@ -12,10 +12,10 @@ from capwriters import decode, write_pcap
 
 from arrowkafka import default_specs
 from arrowkafka.traffic import KafkaFrame, SkippedBytes
-from arrowkafka.traffic.frames import ConnKey, iter_frames
+from arrowkafka.traffic.frames import ConnKey, frame_pieces, iter_frames
 from arrowkafka.traffic.pairing import frames_table
 from arrowkafka.traffic.pcap import Packet
-from arrowkafka.traffic.summary import Summary, frame_pieces
+from arrowkafka.traffic.summary import Summary
 from arrowkafka.traffic.tcp import StreamData, StreamEnd, StreamOpen
 
 LO = bytes([127, 0, 0, 1])
@@ -104,9 +104,9 @@ def test_skipped_frames_are_counted_as_frames() -> None:
     _, resps = _frames(5)
     conn = ConnKey(LO, 40000, LO, 9092)
     whole = SkippedBytes(conn, "response", 0, b"".join(resps), "resync")
-    assert frame_pieces(whole) == resps
+    assert frame_pieces(bytes(whole.data), whole.direction) == resps
     torn = SkippedBytes(conn, "response", 3, b"".join(resps)[3:], "resync")
-    assert frame_pieces(torn) == [b"".join(resps)[3:]]
+    assert frame_pieces(bytes(torn.data), torn.direction) == [b"".join(resps)[3:]]
 
 
 def test_capture_cut_mid_record_shows(shared: Path) -> None:
