@@ -109,8 +109,9 @@ def _frames_type() -> pa.Schema:
 def _decoded_type(specs: Any, messages: Sequence[str], records: bool, payloads: bool) -> pa.Schema:
     from arrowkafka.traffic import FRAME_COLUMNS, REJECT_SCHEMA
     from arrowkafka.traffic.records import record_schemas
+    from arrowkafka.traffic.topic_names import named_schema
 
-    structs = [pa.field(m, spark_arrow_type(pa.struct(list(specs.arrow_schema(m))))) for m in messages]
+    structs = [pa.field(m, spark_arrow_type(pa.struct(list(named_schema(specs, m))))) for m in messages]
     reject = pa.field(_REJECT, pa.struct(_spark_fields(REJECT_SCHEMA)))
     capture: list[pa.Field] = []
     if records:  # the record rows name their capture: its batch ids are offset by it
@@ -208,7 +209,7 @@ class _Survey:
         import pyarrow.compute as pc
 
         from arrowkafka.traffic import FRAMES_SCHEMA, decode_frames
-        from arrowkafka.traffic.records import TOPIC_NAMES, learn_topic_names
+        from arrowkafka.traffic.topic_names import TOPIC_NAMES, learn_topic_names
 
         specs = task_specs(self.folders)
         for batch in batches:
@@ -261,7 +262,8 @@ def _survey(
 
 class _DecodeFrames:
     """mapInArrow over frames rows: ``decode_frames`` per run of a capture's chunk, one wide row
-    per frame; with ``names`` (not None), the rows of the record tables and their rejects."""
+    per frame, topics named by id alone named from ``names``; with ``records``, the rows of
+    the record tables and their rejects."""
 
     def __init__(
         self,
@@ -269,16 +271,19 @@ class _DecodeFrames:
         folders: tuple[str, ...],
         names: _ByCapture | None = None,
         payloads: bool = True,
+        records: bool = False,
     ) -> None:
         self.messages, self.folders, self.names, self.payloads = messages, folders, names, payloads
+        self.records = records
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         from arrowkafka.traffic import FRAMES_SCHEMA, TABLE_COLUMNS, decode_frames
+        from arrowkafka.traffic.topic_names import name_topics
 
         specs = task_specs(self.folders)
-        out = _decoded_type(specs, self.messages, self.names is not None, self.payloads)
+        out = _decoded_type(specs, self.messages, self.records, self.payloads)
         n_frame = len(TABLE_COLUMNS)
         # per capture, the batch ids given so far: a capture's frames come to one task in order
         next_id: dict[str, int] = {}
@@ -293,6 +298,8 @@ class _DecodeFrames:
             # named and counted as the CLI does them
             for capture, chunk, run in _runs(frames) if frames.num_rows else ():
                 tables, rejects = decode_frames(run.select(FRAMES_SCHEMA.names).cast(FRAMES_SCHEMA), specs)
+                names = self._names(capture, chunk)
+                tables = {m: name_topics(t, specs, m, names) for m, t in tables.items()}
                 for message, decoded in tables.items():
                     # decode_frames' layout: _capture, the frame columns, then the message's own
                     # (_version first)
@@ -302,8 +309,13 @@ class _DecodeFrames:
                     yield _to(part.append_column(message, _struct(own)), out)
                 if rejects.num_rows:
                     yield _reject_rows(rejects, out)
-                if self.names is not None:
+                if self.records:
                     yield from self._records(tables, capture, chunk, next_id, out)
+
+    def _names(self, capture: str, chunk: int) -> dict[bytes, str]:
+        """Topic id -> name: what the capture's responses said up to this chunk, this one included."""
+        entries = self.names.get(capture, ()) if self.names is not None else ()
+        return {tid: name for first, tid, name in entries if first <= chunk}
 
     def _records(
         self, tables: dict[str, pa.Table], capture: str, chunk: int, next_id: dict[str, int], out: pa.Schema
@@ -312,9 +324,7 @@ class _DecodeFrames:
         in the order the CLI takes them: the tables' order), batch ids counted per capture."""
         from arrowkafka.traffic.records import SOURCES, records_of
 
-        assert self.names is not None
-        # the names the capture gave up to this chunk, this one included
-        names = {tid: name for first, tid, name in self.names.get(capture, ()) if first <= chunk}
+        names = self._names(capture, chunk)
         for message in [m for m in tables if m in SOURCES]:
             first_id = next_id.get(capture, 0)
             got = records_of(tables[message], message, first_id, self.payloads, capture, names)
@@ -374,8 +384,16 @@ def decoded_frames(
     each capture (``decode_captures`` offsets them), so each capture's frames must be in one
     partition in ``capture_frames``' order, as it gives them."""
     folders = tuple(str(f) for f in specs)
-    names = _survey(frames, folders)[1] if records else None
-    return _decoded(frames, messages, folders, names, payloads)
+    names = _survey(frames, folders)[1] if records or _names_by_id(messages, folders) else None
+    return _decoded(frames, messages, folders, names, payloads, records)
+
+
+def _names_by_id(messages: Sequence[str], folders: tuple[str, ...]) -> bool:
+    """Does any of ``messages`` name topics by id alone in some version (Fetch v13+)?"""
+    from arrowkafka.traffic.topic_names import named_by_id
+
+    specs = task_specs(folders)
+    return any(named_by_id(specs[m]) for m in messages)
 
 
 def _decoded(
@@ -384,10 +402,12 @@ def _decoded(
     folders: tuple[str, ...],
     names: _ByCapture | None,
     payloads: bool,
+    records: bool,
 ) -> DataFrame:
     messages = tuple(sorted(messages))
-    out = _decoded_type(task_specs(folders), messages, names is not None, payloads)
-    return frames.mapInArrow(_DecodeFrames(messages, folders, names, payloads), _spark_schema(out))
+    out = _decoded_type(task_specs(folders), messages, records, payloads)
+    decode = _DecodeFrames(messages, folders, names, payloads, records)
+    return frames.mapInArrow(decode, _spark_schema(out))
 
 
 def _spark_schema(schema: pa.Schema) -> Any:
@@ -432,7 +452,9 @@ def decode_captures(
         counts_in, names = _survey(frames, folders)  # one pass over the cached frames, small result
         messages = sorted({m for m, _ in counts_in if m is not None})
         summary = CaptureSummary(frames_in=sum(counts_in.values()), outdir=out)
-        decoded = _decoded(frames, messages, folders, names, payloads).persist(StorageLevel.MEMORY_AND_DISK)
+        decoded = _decoded(frames, messages, folders, names, payloads, True).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         counted = decoded.groupBy(_MESSAGE, _CAPTURE).count().collect()
     finally:
         frames.unpersist()

@@ -3,7 +3,8 @@
 ``pcap`` (packets from pcap/pcapng) -> ``packets`` (TCP segments) -> ``tcp`` (streams per
 direction) -> ``frames`` (Kafka frames) -> ``headers`` (request and response headers) ->
 ``pairing`` (responses with their requests, frames grouped by message and version) ->
-``decode`` (bodies to rows, rejects) -> ``parquet`` (the main job: ``decode_capture``).
+``decode`` (bodies to rows, rejects) -> ``topic_names`` (topics sent by id named) ->
+``records`` (the records inside Produce and Fetch) -> ``parquet`` (the main job: ``decode_capture``).
 
 The first four steps are written twice: in Python (one module each, streaming, the reference
 for every rule of damaged traffic) and as kernels over 4 MB pieces of a file

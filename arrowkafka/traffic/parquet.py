@@ -18,8 +18,9 @@ from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
 from arrowkafka.traffic.pairing import row_chunks
-from arrowkafka.traffic.records import SOURCES, learn_topic_names, record_schemas, records_of
+from arrowkafka.traffic.records import SOURCES, record_schemas, records_of
 from arrowkafka.traffic.summary import Summary
+from arrowkafka.traffic.topic_names import learn_topic_names, name_topics
 
 __all__ = ["decode_capture"]
 
@@ -73,6 +74,8 @@ def decode_capture(
             tables, bad = decode_rows(headers, rows, specs, summary)
             held["rejects"] += [rejects, *bad]
             learn_topic_names(tables, topic_names)
+            for message, parts in tables.items():
+                tables[message] = [name_topics(t, specs, message, topic_names) for t in parts]
             for message in [m for m in tables if m in SOURCES]:  # in the tables' order: reproducible
                 for part in tables[message]:
                     rt = records_of(

@@ -15,7 +15,7 @@ from arrowkafka.records import decode_records
 from arrowkafka.records.tables import linked_schemas
 from arrowkafka.traffic.columns import CAPTURE, REJECT_SCHEMA
 
-__all__ = ["SOURCES", "TOPIC_NAMES", "RecordTables", "learn_topic_names", "record_schemas", "records_of"]
+__all__ = ["SOURCES", "RecordTables", "record_schemas", "records_of"]
 
 # message -> (topics list, topic name field, topic id field, partitions list, partition index field)
 SOURCES = {
@@ -59,21 +59,6 @@ class RecordTables:
     records: pa.Table
     markers: pa.Table
     rejects: pa.Table  # rows of rejects
-
-
-# responses that name a topic and its id: where a topic id seen in records gets its name
-TOPIC_NAMES = {"MetadataResponse": "topics", "CreateTopicsResponse": "topics"}
-
-
-def learn_topic_names(tables: dict[str, list[pa.Table]], names: dict[bytes, str]) -> None:
-    """Add to ``names`` (topic id bytes -> name) what the decoded responses in ``tables`` say."""
-    for message, column in TOPIC_NAMES.items():
-        for table in tables.get(message, []):
-            topic = pc.list_flatten(table.column(column).combine_chunks())
-            ids = pc.struct_field(topic, "topic_id").storage.to_pylist()
-            for tid, name in zip(ids, pc.struct_field(topic, "name").to_pylist(), strict=True):
-                if tid is not None and tid != bytes(16) and name:
-                    names[tid] = name
 
 
 def records_of(

@@ -149,7 +149,7 @@ def test_topic_ids_are_named_from_chunks_up_to_their_own() -> None:
 
     def fetched_topics(later: int) -> list[str | None]:
         names = {uri: sorted((chunk + later, tid, name) for (tid, name), chunk in first.items())}
-        out = _DecodeFrames(messages, (), names)(iter(frames))
+        out = _DecodeFrames(messages, (), names, records=True)(iter(frames))
         rows = [r["records"] for b in out for r in b.to_pylist() if r["_message"] == "records"]
         return [r["topic"] for r in rows if r["_message"] == "FetchResponse"]
 

@@ -15,6 +15,7 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.traffic.parquet import decode_capture
+from arrowkafka.traffic.topic_names import name_topics, named_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ("tansu_confluent", "noida_kafka_python", "kafka091_legacy")
@@ -94,6 +95,64 @@ def test_records_are_linked_to_their_frame_and_partition(out: dict[str, Path]) -
     assert sum(n for _, _, n in fetched) == 187
     assert all(topic == by_id[raw(tid)] for tid, topic, _ in fetched)
     assert {topic for _, topic, _ in fetched} == {"ck-wire-a", "ck-wire-b"}
+
+
+def test_fetch_tables_name_topics_sent_by_id(out: dict[str, Path]) -> None:
+    """Fetch v13+ carries topic ids only: the message tables name them as the records do."""
+    folder = out["tansu_confluent"]
+    for table, column in (("FetchResponse", "responses"), ("FetchRequest", "topics")):
+        got = duckdb.sql(
+            f"SELECT _version, t.topic, t.topic_id, count(*) FROM (SELECT _version, unnest({column}) t"
+            f" FROM '{folder}/{table}.parquet') GROUP BY ALL"
+        ).fetchall()
+        v16 = {(name, bytes(tid)) for v, name, tid, _ in got if v == 16}
+        assert {name for name, _ in v16} >= {"ck-wire-a", "ck-wire-b"}, got
+        # a name only where the capture paired that id with it; none is ''
+        assert all(name is None for name, tid in v16 if tid == bytes(16)), v16
+        assert "" not in {name for _, name, _, _ in got}
+    # the same names as the records tables give the same (frame, partition)
+    mismatched = duckdb.sql(
+        f"""SELECT count(*) FROM (SELECT _client, _correlation_id, t.topic_id tid, t.topic topic
+        FROM (SELECT _client, _correlation_id, unnest(responses) t FROM '{folder}/FetchResponse.parquet'
+        WHERE _version = 16)) f JOIN '{folder}/records.parquet' r USING (_client, _correlation_id)
+        WHERE r._message = 'FetchResponse' AND r.topic_id = f.tid AND r.topic IS DISTINCT FROM f.topic"""
+    ).fetchall()
+    assert mismatched == [(0,)]
+    # Fetch v12 and older carry the name itself: kept as sent
+    v12 = duckdb.sql(
+        f"SELECT DISTINCT t.topic FROM (SELECT unnest(responses) t FROM '{out['noida_kafka_python']}"
+        "/FetchResponse.parquet')"
+    ).fetchall()
+    assert v12 == [("ndp-wire-a",)]
+
+
+def test_name_topics_null_where_the_capture_never_said() -> None:
+    specs = ak.load_specs()
+    body = bytes.fromhex(
+        "00000000"
+        "0000"
+        "00000000"  # throttle, error, session
+        "02"  # one topic
+        + "11"
+        * 16  # its id
+        + "01"
+        "00"
+        "00"  # no partitions, no tags; no tags
+    )
+    tables = decode_frames_like(specs, body)
+    named = name_topics(tables, specs, "FetchResponse", {bytes([0x11] * 16): "orders"})
+    assert [t["topic"] for t in named.column("responses").to_pylist()[0]] == ["orders"]
+    unnamed = name_topics(tables, specs, "FetchResponse", {})
+    assert [t["topic"] for t in unnamed.column("responses").to_pylist()[0]] == [None]
+    assert named.schema == unnamed.schema == named_schema(specs, "FetchResponse")
+
+
+def decode_frames_like(specs: Any, body: bytes) -> Any:
+    """One FetchResponse v13 body in the all-versions schema, as the capture job decodes it."""
+    import pyarrow as pa
+
+    batch = specs.decode([body], "FetchResponse", 13, all_versions=True)
+    return pa.Table.from_batches([batch]).cast(specs.arrow_schema("FetchResponse"))
 
 
 def test_no_payloads_through_the_command(shared: Path, out: dict[str, Path], tmp_path: Path) -> None:
