@@ -9,13 +9,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from arrowkafka.api import SpecSet, default_specs, load_specs
 from arrowkafka.errors import ArrowKafkaError, Corrupt, DecodeError, EncodeError, SpecError, Truncated
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from arrowkafka.api import SpecSet, default_specs, load_specs
     from arrowkafka.records import Records
+
+
+def __getattr__(name: str) -> Any:
+    # the spec loader is imported on first use, not with the package: the command's entry
+    # point (``arrowkafka.cli``) then starts in a few milliseconds, inside its own handling
+    # of Ctrl-C
+    if name in ("SpecSet", "default_specs", "load_specs"):
+        from arrowkafka import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'arrowkafka' has no attribute {name!r}")
+
 
 __all__ = [
     "ArrowKafkaError",
@@ -31,6 +43,7 @@ __all__ = [
     "encoded_size",
     "SpecSet",
     "arrow_schema",
+    "default_specs",
     "load_specs",
     "request_header_version",
     "response_header_version",
@@ -39,9 +52,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def _specs() -> SpecSet:
+    from arrowkafka.api import default_specs
+
+    return default_specs()
+
+
 def arrow_schema(name: str, version: int | None = None) -> pa.Schema:
     """``load_specs().arrow_schema(name, version)``: see ``SpecSet.arrow_schema``."""
-    return default_specs().arrow_schema(name, version)
+    return _specs().arrow_schema(name, version)
 
 
 def decode(
@@ -55,21 +74,21 @@ def decode(
     kernel: str = "auto",
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """``load_specs().decode(...)``: see ``SpecSet.decode``."""
-    return default_specs().decode(
+    return _specs().decode(
         bodies, name, version, errors=errors, all_versions=all_versions, threads=threads, kernel=kernel
     )
 
 
 def encode(data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto") -> pa.BinaryArray:
     """``load_specs().encode(...)``: see ``SpecSet.encode``."""
-    return default_specs().encode(data, name, version, threads=threads, kernel=kernel)
+    return _specs().encode(data, name, version, threads=threads, kernel=kernel)
 
 
 def encoded_size(
     data: Any, name: str, version: int, *, threads: int = 1, kernel: str = "auto"
 ) -> pa.Int64Array:
     """``load_specs().encoded_size(...)``: see ``SpecSet.encoded_size``."""
-    return default_specs().encoded_size(data, name, version, threads=threads, kernel=kernel)
+    return _specs().encoded_size(data, name, version, threads=threads, kernel=kernel)
 
 
 def decode_records(
@@ -105,9 +124,9 @@ def encode_records(batches: Any, records: Any, *, num_values: int | None = None)
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version for an API at a version, from the vendored specs."""
-    return default_specs().request_header_version(api_key, api_version)
+    return _specs().request_header_version(api_key, api_version)
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header version for an API at a version, from the vendored specs."""
-    return default_specs().response_header_version(api_key, api_version)
+    return _specs().response_header_version(api_key, api_version)

@@ -1,7 +1,5 @@
 """``python -m arrowkafka`` is the ``arrowkafka`` command."""
 
-import sys
+from arrowkafka.cli import command
 
-from arrowkafka.cli import main
-
-sys.exit(main())
+command()

@@ -19,17 +19,24 @@ capture, an output folder that cannot be written or holds an earlier run); 130 i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
-from arrowkafka.api import SpecSet, load_specs
 from arrowkafka.errors import ArrowKafkaError
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from arrowkafka.api import SpecSet
+
+__all__ = ["command", "main"]
 
 SAMPLE = "tansu_confluent.pcap"
 
@@ -48,6 +55,9 @@ class UserError(Exception):
 
 
 def _specs(args: argparse.Namespace) -> SpecSet:
+    # imported here, inside main's handling of Ctrl-C (see ``main``)
+    from arrowkafka.api import load_specs
+
     return load_specs(*args.specs)
 
 
@@ -304,23 +314,94 @@ def bound_heap() -> None:
         pass  # not glibc: nothing to do
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def command() -> None:
+    """The installed ``arrowkafka`` command (and ``python -m arrowkafka``): ``main`` for this
+    process, which leaves at once when interrupted."""
+    sys.exit(main(leave_when_interrupted=True))
+
+
+def main(argv: Sequence[str] | None = None, *, leave_when_interrupted: bool = False) -> int:
+    """Run the command line ``argv``; return the exit status (``EXIT``).
+    ``leave_when_interrupted``: after Ctrl-C, end the process as soon as it has said so, without
+    Python's teardown (Ctrl-C inside a Numba compile leaves LLVM objects that crash when freed)."""
+    interrupted = _Interrupt.install(leave_when_interrupted)
     try:
         args = build_parser().parse_args(argv)
         return int(args.run(args))
     except (ArrowKafkaError, KeyError, UserError) as e:
+        if interrupted.seen:
+            return interrupted.say()
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"arrowkafka: error: {message}", file=sys.stderr)
         return 2
     except OSError as e:  # a path the user gave: missing, a folder, not readable or writable
         if isinstance(e, BrokenPipeError):
             return _reader_gone()
+        if interrupted.seen:
+            return interrupted.say()
         where = f"{e.filename}: " if e.filename else ""
         print(f"arrowkafka: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        return interrupted.say()
+    except Exception:
+        # Ctrl-C can land in a library's callback that swallows the KeyboardInterrupt (Numba's
+        # compiler, through ctypes) and then fails otherwise: still an interruption
+        if interrupted.seen:
+            return interrupted.say()
+        raise
+    finally:
+        interrupted.uninstall()
+
+
+def _in_llvm(frame: FrameType | None) -> bool:
+    """Is Python code on the stack that LLVM's bindings (llvmlite) run, callbacks included?"""
+    while frame is not None:
+        if f"llvmlite{os.sep}binding" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Interrupt:
+    """SIGINT raises KeyboardInterrupt as Python's own handler does, and is remembered."""
+
+    def __init__(self, leave: bool) -> None:
+        self.previous: object = None
+        self.seen, self.leave = False, leave
+
+    @classmethod
+    def install(cls, leave: bool) -> _Interrupt:
+        it = cls(leave)
+        # only where Python's own handler is on (not in a thread, not where SIGINT is ignored)
+        if threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                it.previous = signal.signal(signal.SIGINT, it._on_sigint)
+        return it
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self.seen = True
+        if _in_llvm(frame):
+            # a KeyboardInterrupt raised in a callback from LLVM (Numba's compiler) is swallowed
+            # there and the job goes on: ask again once the stack has left it
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            again.daemon = True
+            again.start()
+            return
+        raise KeyboardInterrupt
+
+    def say(self) -> int:
         print("arrowkafka: interrupted", file=sys.stderr)
+        if self.leave:
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(130)
         return 130
+
+    def uninstall(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
 
 
 def _reader_gone() -> int:
@@ -332,4 +413,4 @@ def _reader_gone() -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    command()
