@@ -114,17 +114,16 @@ def _check_capture(path: str) -> None:
         raise UserError(f"{path}: not a pcap or pcapng capture ({what})")
 
 
-OWN_TABLES = ("rejects", "records", "record_batches", "record_markers")  # beside one per message
-INTERNAL_TABLES = ("consumer_offsets.", "cluster_metadata.")  # segments: a table per record type
-
-
 def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> None:
     """The output folder: made if missing. One holding an earlier run's tables (ours: named
-    after a message or ``OWN_TABLES``) is refused unless ``--overwrite``, which deletes those
-    tables and nothing else, so no earlier table is left beside the new ones."""
+    after a message, ``rejects``, a record table or an internal topic's table) is refused unless
+    ``--overwrite``, which deletes those tables and nothing else, so no earlier table is left
+    beside the new ones."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
-    names = {*messages, *OWN_TABLES}
+    from arrowkafka.segments import INTERNAL_TABLES, segment_schemas
+
+    names = {*messages, *segment_schemas()}  # rejects and the record tables, as a capture job's
     earlier = (
         sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(INTERNAL_TABLES))
         if out.is_dir()

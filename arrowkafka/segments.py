@@ -177,6 +177,8 @@ def decode_segments(
 
 
 INTERNAL = ("__consumer_offsets", "__cluster_metadata")
+# their tables: ``consumer_offsets.OffsetCommit`` ... (a leading _ hides a file from Spark and Hive)
+INTERNAL_TABLES = tuple(f"{topic.lstrip('_')}." for topic in INTERNAL)
 
 
 def _decode_file(
@@ -286,7 +288,7 @@ def _write_piece(
         [*where, *rejects.select(["error", "reason", "raw"]).columns], schema=REJECTS
     )
     writers.write("rejects", table)
-    if topic in ("__consumer_offsets", "__cluster_metadata") and n_rec:
+    if topic in INTERNAL and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)
 
 
@@ -329,6 +331,6 @@ def _typed(
         )
         full = pa.Table.from_arrays([*lead.columns, *table.drop_columns(["_index"]).columns],
                                     names=[*lead.column_names, *table.column_names[1:]])  # fmt: skip
-        key = f"{topic.lstrip('_')}.{name}"  # a leading _ hides a file from Spark and Hive
+        key = f"{topic.lstrip('_')}.{name}"  # INTERNAL_TABLES
         summary.tables[key] = summary.tables.get(key, 0) + full.num_rows
         writers.write(key, full)
