@@ -275,12 +275,14 @@ def census(segs, flow_of, buf, seq, flags, pay_off, pay_len, wire_len, min_size,
     """Follow each direction, segment by segment in capture order, across calls: is it textbook
     TCP with whole Kafka frames? That is: one SYN, first; every payload byte captured; no segment
     ahead of the bytes seen so far (no hole, no reordering); nothing new after the FIN; every
-    frame size within [min_size, max_size]. Retransmitted bytes are dropped as the Python
-    reassembler drops them (first seen wins): ``skip[k]`` is how many leading payload bytes of
-    ``segs[k]`` were seen before. A RST changes no bytes. ``state[f]`` holds per flow: clean,
-    started, next sequence number, FIN position (-1 none), bytes left in the current frame,
-    the size prefix read so far and how many of its bytes; a direction ends well if it is clean
-    and its last frame is whole (``state[f, 4] == state[f, 6] == 0``)."""
+    frame size within [min_size, max_size]. A segment with SYN and FIN or RST is ignored, payload
+    and all, as the Python reassembler ignores it (``skip[k]`` is then its whole payload; it
+    starts nothing). Retransmitted bytes are dropped as the Python reassembler drops them (first
+    seen wins): ``skip[k]`` is how many leading payload bytes of ``segs[k]`` were seen before. A
+    RST changes no bytes. ``state[f]`` holds per flow: clean, started, next sequence number, FIN
+    position (-1 none), bytes left in the current frame, the size prefix read so far and how many
+    of its bytes; a direction ends well if it is clean and its last frame is whole
+    (``state[f, 4] == state[f, 6] == 0``)."""
     mask = (np.int64(1) << 32) - 1
     half = np.int64(1) << 31
     for k in range(len(segs)):
@@ -290,6 +292,9 @@ def census(segs, flow_of, buf, seq, flags, pay_off, pay_len, wire_len, min_size,
         if not state[f, 0]:
             continue
         fl = flags[s]
+        if fl & 0x02 and fl & 0x05:
+            skip[k] = pay_len[s]  # SYN with FIN or RST: invalid, ignored (the Python rule)
+            continue
         if not state[f, 1]:
             state[f, 1] = 1
             if not fl & 0x02:

@@ -52,7 +52,14 @@ from arrowkafka.traffic.frames import (
     KafkaFramer,
 )
 from arrowkafka.traffic.packets import PacketStats, Segment, parse_packet
-from arrowkafka.traffic.pcap import _PCAP_MAGICS, MAX_RECORD, CaptureFormatError, CaptureReader, Packet
+from arrowkafka.traffic.pcap import (
+    _PCAP_MAGICS,
+    MAX_RECORD,
+    TAIL_KEEP,
+    CaptureFormatError,
+    CaptureReader,
+    Packet,
+)
 from arrowkafka.traffic.tcp import TcpReassembler
 
 __all__ = ["CHUNK_BYTES", "FrameArrays", "capture_frame_arrays", "capture_frame_chunks"]
@@ -198,11 +205,7 @@ def _chunks(f: BinaryIO, stats: CaptureStats | None, strict: bool, chunk_bytes: 
     if batch:
         yield _from_packets(batch, base)
     if stats is not None:
-        stats.format, stats.packets, stats.truncated_bytes = (
-            reader.format,
-            reader.packets,
-            reader.truncated_bytes,
-        )
+        stats.reader_result(reader)
 
 
 def _from_packets(packets: list[Packet], base: int) -> _Chunk:
@@ -237,21 +240,33 @@ def _pcap_chunks(
         most = len(buf) // 16 + 1
         rec_off, caplen, origlen, ts = array((4, most), np.int64)
         n, pos, status = k.pcap_records(buf, 0, order == ">", frac_ns, limit, rec_off, caplen, origlen, ts)
-        if status == 2:
-            incl = struct.unpack_from(order + "I", buf[pos + 8 : pos + 12].tobytes())[0]
-            raise CaptureFormatError(at + pos, f"record length {incl} is implausible")
         if n:
             if stats is not None:
                 stats.packets = base + n
             yield _Chunk(buf, rec_off[:n], caplen[:n], ts[:n], np.full(n, network & 0xFFFF, np.int64), base)
             base += n
         rest, at = buf[pos:], at + pos
+        if status == 2:  # a broken record: the packets before it stand (CaptureReader's rule)
+            incl = struct.unpack_from(order + "I", rest[8:12].tobytes())[0]
+            reason = f"record length {incl} is implausible"
+            if strict:
+                raise CaptureFormatError(at, reason)
+            kept = rest[:TAIL_KEEP].tobytes()
+            total = len(rest)
+            while got := f.read(READ_BYTES):  # the rest of the file: counted, its start kept
+                kept += got[: TAIL_KEEP - len(kept)]
+                total += len(got)
+            if stats is not None:
+                stats.broken_offset, stats.broken_reason = at, reason
+                stats.broken_bytes, stats.tail = total, kept
+            return
         if eof and len(rest):
             what = "pcap record header" if len(rest) < 16 else "pcap record"
             if strict:
                 raise CaptureFormatError(at, f"truncated {what}: file ends {len(rest)} bytes into it")
             if stats is not None:
-                stats.truncated_bytes = len(rest)
+                stats.truncated_bytes, stats.truncated_offset = len(rest), at
+                stats.tail = rest[:TAIL_KEEP].tobytes()
 
 
 def _read(f: BinaryIO, rest: np.ndarray, n: int) -> np.ndarray:
@@ -368,8 +383,9 @@ class _Flows:
         n = int(self.count[0])
         st = self.state[:n]
         # the directions the kernels take: clean, ended on a whole frame, with a reverse that
-        # is too, one side on a broker port
-        fast = (st[:, _CLEAN] == 1) & (st[:, _LEFT] == 0) & (st[:, _PREFIX_N] == 0)
+        # is too, one side on a broker port; a direction whose every segment was invalid (SYN
+        # with FIN or RST) never started, and the Python layers make nothing of it either
+        fast = (st[:, _CLEAN] == 1) & (st[:, _STARTED] == 1) & (st[:, _LEFT] == 0) & (st[:, _PREFIX_N] == 0)
         sport, dport = self.ports_of(slice(0, n))
         fast &= np.isin(dport, self.ports) != np.isin(sport, self.ports)
         reverse = np.empty(n, np.int64)

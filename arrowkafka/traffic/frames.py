@@ -217,21 +217,37 @@ class FrameStats:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) -> list[bytes]:
-    """``data`` cut into frames where it is frames: size prefixes that walk, frame after frame,
-    exactly to its end (a stream picked up mid-way may skip many whole frames before the first
-    start it can prove); anything else is one piece."""
-    lo, n, q = _MIN_SIZE[direction], len(data), 0
-    cuts = []
-    while q + 4 <= n:
-        (size,) = _I32.unpack_from(data, q)
-        if not lo <= size <= max_size:
-            break
-        cuts.append(q)
-        q += 4 + size
-    if q == n and len(cuts) > 1:
-        return [data[a:b] for a, b in zip(cuts, [*cuts[1:], n], strict=True)]
-    return [data]
+def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) -> tuple[bytes, list[bytes]]:
+    """``data`` (skipped bytes) as ``(head, frames)``: ``frames`` are the whole frames that
+    walk, size prefix after size prefix, exactly to its end from the earliest byte they can
+    start at (a stream picked up mid-way may skip many whole frames before the first start it
+    can prove, often after the torn end of a frame whose start was not captured); ``head`` is
+    what comes before them (all of ``data`` when no such walk exists)."""
+    lo, n = _MIN_SIZE[direction], len(data)
+    if n < 4 + lo:
+        return data, []
+    a = np.frombuffer(data, np.uint8).astype(np.int64)
+    m = n - 3  # positions with a whole size prefix
+    size = (a[:m] << 24) | (a[1 : m + 1] << 16) | (a[2 : m + 2] << 8) | a[3 : m + 3]  # >= 2**31: too big
+    nxt = np.arange(m, dtype=np.int64) + 4 + size
+    good = (size >= lo) & (size <= max_size) & (nxt <= n)
+    # where a walk from each position leads: n (the end, where it stays) or n + 1 (nowhere);
+    # doubling the steps reaches a walk's end in log2(n) rounds
+    to = np.full(n + 2, n + 1, np.int64)
+    to[n] = n
+    to[:m][good] = nxt[good]
+    for _ in range(n.bit_length()):
+        to = to[to]
+    ends = np.flatnonzero(to[:n] == n)
+    if not len(ends):
+        return data, []
+    q = int(ends[0])
+    head, frames = data[:q], []
+    while q < n:
+        end = q + 4 + int(_I32.unpack_from(data, q)[0])
+        frames.append(data[q:end])
+        q = end
+    return head, frames
 
 
 def peek_request(frame: bytes) -> tuple[int, int, int]:
@@ -393,7 +409,9 @@ class KafkaFramer:
     def finish(self) -> list[FrameItem]:
         """Decide the remaining connections and end every direction (end of capture)."""
         self._out = []
-        for conn in list(self._conns.values()):
+        # (with the connections that ports reused since left, but for a direction still open)
+        conns = {id(c): c for c in [*self._conns.values(), *(d.conn for d in self._dirs.values())]}
+        for conn in conns.values():
             if conn.client is None:
                 self._fallback(conn)
             for d in list(conn.dirs.values()):
@@ -418,11 +436,15 @@ class KafkaFramer:
             else:
                 conn = None
         elif ev.key in conn.dirs or ev.key in conn.closed:
-            # Same ports again: a new connection. Close out the old one first.
+            # Same ports again: a new connection. The old one's direction ends here; its other
+            # direction, if still open, stays with it (TCP reassembly ends it on its own: at
+            # its FIN, at the other side's new SYN, or at the end of the capture).
             if conn.client is None:
                 self._fallback(conn)
-            for d in list(conn.dirs.values()):
-                self._close(d, "reused")
+            if ev.key in conn.dirs:
+                self._close(conn.dirs[ev.key], "reused")
+            if self._conns.get(ck) is conn:
+                del self._conns[ck]
             conn = None
         if conn is None:
             conn = self._conns[ck] = _Conn(ck)
@@ -708,8 +730,8 @@ class KafkaFramer:
             for other in list(conn.dirs.values()):
                 if other.parked is not None:
                     self._close(other, other.parked)
-            if not conn.dirs:
-                self._conns.pop(conn.ck, None)
+            if not conn.dirs and self._conns.get(conn.ck) is conn:
+                del self._conns[conn.ck]
                 if len(conn.closed) == 1:  # the other direction may still open
                     self._ended[conn.ck] = conn
                     if len(self._ended) > _ENDED_KEEP:
@@ -824,12 +846,25 @@ def iter_frames(
 class CaptureStats:
     """Everything :func:`capture_frames` counted, layer by layer."""
 
+    name: str = ""  #: the capture, as rejects name it (set by whoever reads it for tables)
     format: str = ""
     packets: int = 0
     truncated_bytes: int = 0  #: bytes of a record cut by the end of the file
+    truncated_offset: int | None = None  #: file offset of that record
+    broken_offset: int | None = None  #: file offset where the file's framing broke, if it did
+    broken_reason: str = ""  #: how it broke
+    broken_bytes: int = 0  #: bytes from there to the end of the file, not read
+    tail: bytes = b""  #: the first ``pcap.TAIL_KEEP`` bytes of the cut record, or after the break
     link: PacketStats = field(default_factory=PacketStats)
     tcp: TcpStats = field(default_factory=TcpStats)
     frames: FrameStats = field(default_factory=FrameStats)
+
+    def reader_result(self, reader: CaptureReader) -> None:
+        """What a capture reader learnt of the file: its format, packets, and unread end."""
+        self.format, self.packets = reader.format, reader.packets
+        self.truncated_bytes, self.truncated_offset = reader.truncated_bytes, reader.truncated_offset
+        self.broken_offset, self.broken_reason = reader.broken_offset, reader.broken_reason
+        self.broken_bytes, self.tail = reader.broken_bytes, reader.tail
 
 
 def capture_frames(
@@ -883,4 +918,4 @@ def capture_frames(
         yield from framer.finish()
     finally:
         reader.close()
-        st.format, st.packets, st.truncated_bytes = reader.format, reader.packets, reader.truncated_bytes
+        st.reader_result(reader)

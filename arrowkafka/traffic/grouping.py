@@ -18,7 +18,7 @@ from arrowkafka.schema import unknown_tags_type
 from arrowkafka.traffic.columns import addr, ends_of
 from arrowkafka.traffic.frames import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
 from arrowkafka.traffic.headers import parse_request, parse_response
-from arrowkafka.traffic.summary import Summary, add_item_rejects, add_reject, add_truncation_reject
+from arrowkafka.traffic.summary import UNMATCHED, Summary, add_item_rejects, add_reject, add_truncation_reject
 
 __all__ = ["group_frames", "frame_columns"]
 
@@ -65,7 +65,7 @@ def group_frames(
 
     for capture in captures:
         name = str(capture)
-        stats = CaptureStats()
+        stats = CaptureStats(name=name)
         summary.capture_stats.append(stats)
         pending: dict[tuple[Any, int], tuple[int, int, int]] = {}  # (conn, corr) -> (key, ver, ts)
         responses: list[KafkaFrame] = []
@@ -107,9 +107,7 @@ def group_frames(
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
             match = pending.pop((item.conn, corr), None) if corr is not None else None
             if match is None:
-                item_reject(
-                    name, item, "Unmatched", "no request with this correlation id in the capture", frame
-                )
+                item_reject(name, item, "Unmatched", UNMATCHED, frame)
                 continue
             api_key, version, request_ts = match
             spec = specs.response(api_key)

@@ -27,7 +27,7 @@ from arrowkafka.traffic.headers import (
     read_request_headers,
     read_response_headers,
 )
-from arrowkafka.traffic.summary import Summary, add_item_rejects, add_reject, add_truncation_reject
+from arrowkafka.traffic.summary import UNMATCHED, Summary, add_item_rejects, add_reject, add_truncation_reject
 
 __all__ = ["frames_table", "frame_chunks", "row_chunks", "Pairing", "Rows", "pair"]
 
@@ -95,7 +95,7 @@ def row_chunks(
     """Per chunk of each capture: its frames after their headers, and the rejects so far."""
     for capture in captures:
         name = str(capture) if isinstance(capture, str | Path) else str(getattr(capture, "name", "<stream>"))
-        stats = CaptureStats()
+        stats = CaptureStats(name=name)
         summary.capture_stats.append(stats)
         headers = Pairing(specs, name, summary)
         size = os.path.getsize(capture) if isinstance(capture, str | Path) else None
@@ -107,7 +107,8 @@ def row_chunks(
             headers.rejects = []
             if progress is not None:
                 progress(name, arrays.position, size)
-        if stats.truncated_bytes:  # the file was cut: known once it is read, a chunk of no frames says so
+        if stats.truncated_bytes or stats.broken_offset is not None:
+            # the file was cut, or its framing broke: known once it is read; a chunk of no frames says so
             rows = headers.rows(FrameArrays.empty([]))
             add_truncation_reject(summary, headers.rejects, name, stats)
             yield headers, rows, pa.Table.from_pylist(headers.rejects, schema=REJECT_SCHEMA)
@@ -214,7 +215,7 @@ class Pairing:
         )  # fmt: skip
         match = pair(cand.conn, cand.corr, cand.order, a.conn[resp], corr[resp], a.order[resp])
         for j in resp[match < 0].tolist():
-            self.reject(a, j, "Unmatched", "no request with this correlation id in the capture",
+            self.reject(a, j, "Unmatched", UNMATCHED,
                         frame_bytes(a, j))  # fmt: skip
         paired, m = resp[match >= 0], match[match >= 0]
         key[paired], ver[paired] = cand.key[m], cand.ver[m]

@@ -11,8 +11,13 @@ capture of any size is read in bounded memory and without one system call per pa
 
 A file cut in the middle of its last record is the normal result of stopping a capture by
 force: the reader yields every complete packet and then sets ``truncated_bytes`` and
-``truncated_offset`` instead of raising (unless ``strict=True``). A record that is corrupt
-in the middle of the file raises :class:`CaptureFormatError` naming its byte offset.
+``truncated_offset`` instead of raising (unless ``strict=True``). A record whose framing is
+broken further on (a forged record length, a bad block length or trailer) ends the reading
+there the same way: every packet before it is yielded, then ``broken_offset``,
+``broken_reason`` and ``broken_bytes`` (the bytes from there to the end of the file, not
+read) are set, unless ``strict=True``, which raises :class:`CaptureFormatError` naming the
+byte offset. Either way ``tail`` keeps the first ``TAIL_KEEP`` bytes of what was not read.
+A file whose header is not a capture's raises in both modes.
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ from typing import BinaryIO, NamedTuple
 
 from arrowkafka.errors import ArrowKafkaError
 
-__all__ = ["CaptureFormatError", "CaptureReader", "Packet", "read_packets"]
+__all__ = ["TAIL_KEEP", "CaptureFormatError", "CaptureReader", "Packet", "read_packets"]
 
 # Largest record we believe: real link layers stay far below this; a bigger length means
 # the file is corrupt, and trusting it would make us buffer gigabytes before noticing.
 MAX_RECORD = 64 << 20
 _CHUNK = 1 << 20
+# Bytes kept of a capture's unread end (a record cut by the end of the file, or what follows a
+# broken record): any real packet record fits, and a forged length costs no more than this.
+TAIL_KEEP = 1 << 20
 
 _PCAP_MAGICS = {  # magic as read little-endian -> (byte order, fraction-to-ns multiplier)
     0xA1B2C3D4: ("<", 1000),
@@ -132,6 +140,14 @@ class CaptureReader:
         Bytes after the last complete record (0 for a well-closed file).
     truncated_offset : int or None
         File offset of the incomplete record, if any.
+    broken_offset : int or None
+        File offset of the record whose framing is broken, if any (not with ``strict``).
+    broken_reason : str
+        What is wrong with it, in words ("" if nothing).
+    broken_bytes : int
+        Bytes from ``broken_offset`` to the end of the file, none of them read as packets.
+    tail : bytes
+        The first ``TAIL_KEEP`` bytes of the cut record, or from ``broken_offset`` on.
 
     Examples
     --------
@@ -156,6 +172,11 @@ class CaptureReader:
         self.packets = 0
         self.truncated_bytes = 0
         self.truncated_offset: int | None = None
+        self.broken_offset: int | None = None
+        self.broken_reason = ""
+        self.broken_bytes = 0
+        self.tail = b""
+        self._header = 0  # bytes of the file's header (pcap) or first block (pcapng), once read
         self._buf = b""
         self._pos = 0
         self._base = 0  # file offset of self._buf[0]
@@ -204,6 +225,26 @@ class CaptureReader:
             raise CaptureFormatError(offset, f"truncated {what}: file ends {rest} bytes into it")
         self.truncated_bytes = rest
         self.truncated_offset = offset
+        self.tail = self._buf[self._pos : self._pos + TAIL_KEEP]
+
+    def _broken(self, e: CaptureFormatError) -> None:
+        """Stop at a record whose framing is broken: keep the first bytes from it, count the
+        rest of the file (read forward, bounded memory: a pipe has no size to ask)."""
+        at = e.offset - self._base  # where the bad record starts in the buffer
+        at = min(max(at, 0), len(self._buf))
+        self.broken_offset, self.broken_reason = self._base + at, e.reason
+        kept = self._buf[at : at + TAIL_KEEP]
+        total = len(self._buf) - at
+        self._buf, self._pos = b"", 0
+        while not self._eof:
+            got = self._file.read(self._chunk)
+            if not got:
+                break
+            if len(kept) < TAIL_KEEP:
+                kept += got[: TAIL_KEEP - len(kept)]
+            total += len(got)
+        self._eof = True
+        self.tail, self.broken_bytes = kept, total
 
     # -- iteration ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[Packet]:
@@ -216,12 +257,18 @@ class CaptureReader:
             (magic,) = struct.unpack_from("<I", self._buf, 0)
             if magic in _PCAP_MAGICS:
                 self.format = "pcap"
-                yield from self._pcap(*_PCAP_MAGICS[magic])
+                packets = self._pcap(*_PCAP_MAGICS[magic])
             elif magic == _SHB:
                 self.format = "pcapng"
-                yield from self._pcapng()
+                packets = self._pcapng()
             else:
                 raise CaptureFormatError(0, f"bad magic 0x{magic:08x} (not pcap or pcapng)")
+            try:
+                yield from packets
+            except CaptureFormatError as e:
+                if self.strict or not self._header or e.offset < self._header:
+                    raise  # not a capture at all, or asked to stop at any fault
+                self._broken(e)
         finally:
             self.close()
 
@@ -231,7 +278,7 @@ class CaptureReader:
         snaplen, network = struct.unpack_from(order + "II", self._buf, 16)
         linktype = network & 0xFFFF  # upper bits carry FCS flags, not the link type
         limit = max(snaplen, MAX_RECORD)
-        self._pos = 24
+        self._pos = self._header = 24
         rec = struct.Struct(order + "IIII")
         unpack = rec.unpack_from
         while True:
@@ -289,6 +336,7 @@ class CaptureReader:
             if trail != blen:
                 raise CaptureFormatError(at, f"pcapng block length {blen} but trailer says {trail}")
             self._pos = pos + blen
+            self._header = self._header or at + blen  # the first section header: the file's
             if btype == _EPB or btype == _PB:
                 if btype == _EPB:
                     if_id, tsh, tsl, cap, orig = struct.unpack_from(order + "IIIII", buf, pos + 8)

@@ -1,17 +1,57 @@
 """What a capture job saw and wrote (``Summary``: frames in = rows + rejects, per API and
-version), and the one way a row of ``rejects`` is added."""
+version), and the one way a row of ``rejects`` is added.
+
+Each cause of a reject has one ``error`` and one ``reason``, whichever path (the Python steps
+or the kernels) and however the capture is cut into chunks:
+
+================== ================================================== ==================================
+error              reason                                             cause
+================== ================================================== ==================================
+Unmatched          no request with this correlation id in the capture a whole response whose request is
+                                                                      not in the capture (sent before it
+                                                                      began, or lost): framed, or among
+                                                                      the bytes skipped by a resync
+Partial            resync                                             bytes no frame could be placed on:
+                                                                      the torn end of a frame whose
+                                                                      start was not captured (mid-stream
+                                                                      start, gap), or a request side's
+                                                                      bytes before its first proven frame
+Partial            bad size                                           a size prefix out of range where a
+                                                                      frame should start (its 1st byte)
+Partial            gap                                                a frame's bytes before a gap in it
+Partial            after gap                                          a frame's bytes after a gap in it
+Partial            capture end, fin, rst, idle, reused                a frame cut by the end of its TCP
+                                                                      direction, named by how it ended
+                                                                      (``tcp.StreamEnd``)
+Truncated          capture file cut: the file ends N bytes into ...   the file ends inside a packet record
+CaptureFormatError capture framing broken: the packet records ...     a record's framing broken part-way:
+                                                                      the rest of the file is not read
+DecodeError, ...   the error's message                                a header that does not parse, an
+                                                                      unknown API key or version
+================== ================================================== ==================================
+
+The two capture rows keep the unread bytes in ``raw`` (up to ``pcap.TAIL_KEEP``) and their
+file position in the byte-offset column; the summary prints a line for each.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from arrowkafka.traffic.columns import ends_of
+from arrowkafka.traffic.columns import REJECT_SCHEMA, ends_of
 from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes, frame_pieces
+from arrowkafka.traffic.pcap import TAIL_KEEP
 
-__all__ = ["Summary", "add_item_rejects", "add_reject", "add_truncation_reject"]
+__all__ = ["UNMATCHED", "Summary", "add_item_rejects", "add_reject", "add_truncation_reject"]
+
+UNMATCHED = "no request with this correlation id in the capture"
+
+# the rejects column of a byte position (the file's, for a capture's unread end), by its name
+# in the schema (``offset``, then ``byte_offset``)
+_OFFSET = next(n for n in ("byte_offset", "offset") if n in REJECT_SCHEMA.names)
 
 
 @dataclass
@@ -50,15 +90,17 @@ class Summary:
             lines.append(f"{api:<28} {version:>3} {s['requests']:>8} {s['responses']:>9} {s['bytes']:>10} "
                          f"{s['rejects']:>7} {p50:>8} {p99:>8}")  # fmt: skip
         cut = [c for c in self.capture_stats if c.truncated_bytes]
+        broken = [c for c in self.capture_stats if c.broken_offset is not None]
         verdict = "all accounted for" if self.frames_in == self.rows + self.rejects else "MISMATCH"
         if cut and verdict != "MISMATCH":
             verdict += ", but a capture file was cut"
+        if broken and verdict != "MISMATCH":
+            verdict += ", but a capture file's framing broke"
         lines.append(f"\nframes in {self.frames_in} = rows {self.rows} + rejects {self.rejects} ({verdict})")
         for c in cut:
-            lines.append(
-                f"capture cut: the file ends {c.truncated_bytes} bytes into a packet record"
-                " (not read: see rejects)"
-            )
+            lines.append(f"capture cut: {_cut_text(c)} (not read: see rejects)")
+        for c in broken:
+            lines.append(f"capture framing broken: {_broken_text(c)} (see rejects)")
         if self.record_batches:
             lines.append(f"records {self.records} in {self.record_batches} batches"
                          f" ({self.record_rejects} batches rejected)")  # fmt: skip
@@ -82,22 +124,72 @@ def add_reject(
 def add_item_rejects(
     summary: Summary, rejects: list[dict[str, Any]], capture: str, item: PartialFrame | SkippedBytes
 ) -> None:
-    """A partial frame or skipped bytes to rejects, counted as the frames they hold (skipped
-    bytes cut into whole frames where they are frames)."""
+    """A partial frame or skipped bytes to rejects, counted as the frames they hold: skipped
+    bytes are cut into the whole frames they end with (``frame_pieces``) and what comes before
+    them. A whole response among skipped bytes is one whose request the capture lacks (the
+    framer starts a response stream at the first that answers a request it saw): it gets the
+    reason pairing gives such a response (see the module docs)."""
     data = bytes(item.data)
-    pieces = frame_pieces(data, item.direction) if isinstance(item, SkippedBytes) else [data]
     where = {**ends_of(item.conn), "direction": item.direction, "ts": getattr(item, "ts_first_ns", None)}
-    for raw in pieces:
+    if not isinstance(item, SkippedBytes):
         summary.frames_in += 1
-        add_reject(summary, rejects, capture, "Partial", item.reason, raw, **where)
+        add_reject(summary, rejects, capture, "Partial", item.reason, data, **where)
+        return
+    head, frames = frame_pieces(data, item.direction)
+    if head:
+        summary.frames_in += 1
+        add_reject(summary, rejects, capture, "Partial", item.reason, head, **where)
+    for raw in frames:
+        summary.frames_in += 1
+        if item.direction == "response" and item.reason == "resync":
+            # as pairing keeps an unmatched frame: after its size prefix
+            add_reject(summary, rejects, capture, "Unmatched", UNMATCHED, raw[4:], **where)
+        else:
+            add_reject(summary, rejects, capture, "Partial", item.reason, raw, **where)
+
+
+def _of(c: CaptureStats) -> str:
+    return f" of {c.name}" if c.name else ""
+
+
+def _cut_text(c: CaptureStats) -> str:
+    end = (c.truncated_offset or 0) + c.truncated_bytes
+    return (
+        f"the file ends {c.truncated_bytes} bytes into a packet record, at byte {end}{_of(c)}"
+        f" (the record starts at byte {c.truncated_offset})"
+    )
+
+
+def _broken_text(c: CaptureStats) -> str:
+    return (
+        f"the packet records break at byte {c.broken_offset}{_of(c)} ({c.broken_reason}); the"
+        f" {c.broken_bytes} bytes from there to the end of the file were not read"
+    )
+
+
+def _kept(c: CaptureStats, n: int) -> str:
+    """What the reject's raw holds of the ``n`` bytes not read."""
+    return (
+        "raw holds them" if len(c.tail) >= n else f"raw holds the first {len(c.tail)} (the cap: {TAIL_KEEP})"
+    )
 
 
 def add_truncation_reject(
     summary: Summary, rejects: list[dict[str, Any]], capture: str, stats: CaptureStats
 ) -> None:
-    """A capture file cut in the middle of a packet record: a row of rejects saying so (the
-    record's packet, and whatever frame bytes it carried, were not read)."""
-    if stats.truncated_bytes:
+    """The end of a capture file that was not read, as one row of rejects (counted as one frame
+    in): a file cut in the middle of a packet record (``Truncated``), or whose framing broke
+    part-way (``CaptureFormatError``: the packets before the break were read). The record's
+    packet, and whatever frame bytes it carried, were not read; ``raw`` keeps its bytes, up to
+    ``pcap.TAIL_KEEP``."""
+    c = replace(stats, name=capture)
+    if c.truncated_bytes:
         summary.frames_in += 1
-        reason = f"capture file cut: it ends {stats.truncated_bytes} bytes into a packet record, not read"
-        add_reject(summary, rejects, capture, "Truncated", reason, None)
+        reason = f"capture file cut: {_cut_text(c)}; not read, {_kept(c, c.truncated_bytes)}"
+        add_reject(summary, rejects, capture, "Truncated", reason, c.tail, **{_OFFSET: c.truncated_offset})
+    elif c.broken_offset is not None:
+        summary.frames_in += 1
+        reason = f"capture framing broken: {_broken_text(c)}; {_kept(c, c.broken_bytes)}"
+        add_reject(
+            summary, rejects, capture, "CaptureFormatError", reason, c.tail, **{_OFFSET: c.broken_offset}
+        )

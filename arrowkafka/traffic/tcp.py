@@ -18,6 +18,15 @@ is passed on as soon as it is contiguous, so memory holds only out-of-order data
 waits ``window_ns`` of capture time (or until ``max_pending`` bytes queue behind it) for a
 retransmission before it is declared a gap; a stream seen without its SYN is likewise held
 for ``window_ns`` in case earlier, reordered segments still arrive.
+
+Odd flag combinations: a segment with SYN together with FIN or RST (a "Christmas tree" or
+SYN-FIN probe, or a corrupt header) is one no TCP receiver accepts: Linux drops it in every
+state, before its payload or its other flags are looked at. It is *invalid* here too:
+counted (``TcpStats.invalid_segments``, its payload in ``invalid_bytes``) and otherwise
+ignored: it opens, ends and carries nothing, so every direction still gets its events in
+the order open, data and gaps, end. Every other combination is read bit by bit (SYN opens
+or reopens, data is stored, FIN and RST end), whatever else is set (URG, PSH, ECE, CWR, NS).
+The census kernel (``kernels.capture.census``) applies the same rule.
 """
 
 from __future__ import annotations
@@ -105,6 +114,8 @@ class TcpStats:
     duplicate_bytes: int = 0  #: dropped: already received, or arrived after their range was passed
     gaps: int = 0
     gap_bytes: int = 0
+    invalid_segments: int = 0  #: SYN with FIN or RST: ignored, as a receiver ignores them
+    invalid_bytes: int = 0  #: their payload bytes
 
     def as_dict(self) -> dict[str, int]:
         """The counts by name."""
@@ -217,6 +228,10 @@ class TcpReassembler:
         self.stats.segments += 1
         key = (seg.src, seg.sport, seg.dst, seg.dport)
         flags = seg.flags
+        if flags & SYN and flags & (FIN | RST):
+            self.stats.invalid_segments += 1
+            self.stats.invalid_bytes += len(seg.payload)
+            return out
         st = self._streams.get(key)
         if flags & SYN:
             st = self._on_syn(key, st, seg)

@@ -223,6 +223,20 @@ def shift_seqs(packets: Sequence[Packet], target: int) -> list[Packet]:
     return out
 
 
+def with_flags(p: Packet, flags: int) -> Packet:
+    """The packet with its TCP flags byte set to ``flags`` (Ethernet/IPv4)."""
+    d = bytearray(p.data)
+    d[14 + (d[14] & 15) * 4 + 13] = flags
+    return Packet(p.ts_ns, p.linktype, bytes(d), p.orig_len)
+
+
+def flag_mid_stream(packets: Sequence[Packet], flags: int) -> list[Packet]:
+    """The capture with ``flags`` set on a data segment half-way through its data segments."""
+    data = [i for i, p in enumerate(packets) if tcp_of(p).payload]
+    i = data[len(data) // 2]
+    return [*packets[:i], with_flags(packets[i], flags), *packets[i + 1 :]]
+
+
 def snap(packets: Sequence[Packet], snaplen: int) -> list[Packet]:
     return [Packet(p.ts_ns, p.linktype, p.data[:snaplen], p.orig_len) for p in packets]
 

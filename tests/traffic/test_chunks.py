@@ -11,6 +11,7 @@ Python header parsers).
 from __future__ import annotations
 
 import io
+import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from capwriters import (
     duplicate,
     epb,
+    flag_mid_stream,
     fragment_tail,
     idb,
     load,
@@ -32,6 +34,7 @@ from capwriters import (
     split_segments,
     tcp_of,
     to_ipv6,
+    with_flags,
     with_ip_options,
     write_pcap,
 )
@@ -86,6 +89,14 @@ def _drop_data(pk: list[Packet], every: int) -> list[Packet]:
     return [p for i, p in enumerate(pk) if i not in gone]
 
 
+def _forge_length(capture: bytes, index: int) -> bytes:
+    """A classic pcap (little-endian) whose record ``index`` claims an implausible length."""
+    pos = 24
+    for _ in range(index):
+        pos += 16 + struct.unpack_from("<I", capture, pos + 8)[0]
+    return capture[: pos + 8] + struct.pack("<I", 0x7FFFFFF0) + capture[pos + 12 :]
+
+
 # name -> (packets -> capture file bytes)
 DAMAGE: dict[str, Callable[[list[Packet]], bytes]] = {
     "as is": write_pcap,
@@ -105,6 +116,15 @@ DAMAGE: dict[str, Callable[[list[Packet]], bytes]] = {
     "data lost": lambda pk: write_pcap(_drop_data(pk, 17)),
     "starts mid-stream": lambda pk: write_pcap(split_segments(pk, 7, 1000)[41:]),
     "cut mid-record": lambda pk: write_pcap(pk)[: len(write_pcap(pk)) * 2 // 3],
+    # a segment half-way with every flag bit set (SYN with FIN and RST: invalid, ignored), or a
+    # SYN alone (a new connection on the same ports, one direction first)
+    "flags 0xff mid-stream": lambda pk: write_pcap(flag_mid_stream(pk, 0xFF)),
+    "a SYN mid-stream": lambda pk: write_pcap(flag_mid_stream(pk, 0x02)),
+    # a copy of every fifth packet with SYN, FIN and RST set, right after it: ignored by both,
+    # so clean connections stay with the kernels, which drop the copies' payload
+    "invalid copies": lambda pk: write_pcap([q for i, p in enumerate(pk)
+                                             for q in ([p, with_flags(p, 0x07)] if i % 5 == 0 else [p])]),
+    "framing broken at packet 50": lambda pk: _forge_length(write_pcap(pk), 50),
 }  # fmt: skip
 
 
@@ -166,6 +186,12 @@ def test_same_frames_as_the_python_layers(
     assert got_frames == want_frames
     assert got_others == want_others
     assert (got.format, got.packets, got.truncated_bytes) == (want.format, want.packets, want.truncated_bytes)
+    assert (got.truncated_offset, got.broken_offset, got.broken_bytes, got.tail) == (
+        want.truncated_offset,
+        want.broken_offset,
+        want.broken_bytes,
+        want.tail,
+    )
     assert got.link == want.link
 
 
@@ -186,6 +212,10 @@ def test_clean_connections_take_the_kernels(packets: dict, monkeypatch: pytest.M
         slow.clear()
         capture_frame_arrays(io.BytesIO(write_pcap(packets[name])), broker_ports=PORTS)
         assert slow == [0]  # retransmissions included (tansu has some): the kernels drop them
+    slow.clear()
+    noida = packets["noida_kafka_python.pcap"]
+    capture_frame_arrays(io.BytesIO(DAMAGE["invalid copies"](noida)), broker_ports=PORTS)
+    assert slow == [0]  # segments with SYN and FIN or RST are ignored by the census, not sent here
     slow.clear()
     capture_frame_arrays(io.BytesIO(write_pcap(shuffle_windows(packets["tansu_confluent.pcap"], 7, 1))),
                          broker_ports=PORTS)  # fmt: skip

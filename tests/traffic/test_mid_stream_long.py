@@ -8,14 +8,15 @@ import io
 import struct
 from pathlib import Path
 
-from capwriters import decode, write_pcap
+from capwriters import decode, load, split_segments, write_pcap
 
 from arrowkafka import default_specs
 from arrowkafka.traffic import KafkaFrame, SkippedBytes
 from arrowkafka.traffic.frames import ConnKey, frame_pieces, iter_frames
+from arrowkafka.traffic.grouping import group_frames
 from arrowkafka.traffic.pairing import frames_table
 from arrowkafka.traffic.pcap import Packet
-from arrowkafka.traffic.summary import Summary
+from arrowkafka.traffic.summary import UNMATCHED, Summary, add_item_rejects
 from arrowkafka.traffic.tcp import StreamData, StreamEnd, StreamOpen
 
 LO = bytes([127, 0, 0, 1])
@@ -104,9 +105,74 @@ def test_skipped_frames_are_counted_as_frames() -> None:
     _, resps = _frames(5)
     conn = ConnKey(LO, 40000, LO, 9092)
     whole = SkippedBytes(conn, "response", 0, b"".join(resps), "resync")
-    assert frame_pieces(bytes(whole.data), whole.direction) == resps
+    assert frame_pieces(bytes(whole.data), whole.direction) == (b"", resps)
+    # the torn end of a frame, then whole ones: the torn bytes apart, the frames one by one
     torn = SkippedBytes(conn, "response", 3, b"".join(resps)[3:], "resync")
-    assert frame_pieces(bytes(torn.data), torn.direction) == [b"".join(resps)[3:]]
+    assert frame_pieces(bytes(torn.data), torn.direction) == (resps[0][3:], resps[1:])
+    assert frame_pieces(b"\x00\x00\x00\x09abc", "response") == (b"\x00\x00\x00\x09abc", [])
+    summary, rejects = Summary(), []
+    add_item_rejects(summary, rejects, "c", torn)
+    assert [(r["error"], r["reason"], r["raw"]) for r in rejects] == [
+        ("Partial", "resync", resps[0][3:]),
+        *(("Unmatched", UNMATCHED, r[4:]) for r in resps[1:]),
+    ]
+    assert summary.frames_in == summary.rejects == 5
+
+
+def _rejects(capture: bytes) -> list[list[tuple]]:
+    """The rejects (error, reason, direction, raw) of the Python path, then of the kernels in
+    one chunk and in chunks of 1.5 KB; frames in = rows + rejects in each."""
+    specs = default_specs()
+    out = []
+    summary, rows = Summary(), []
+    groups = group_frames([io.BytesIO(capture)], specs, summary=summary, rejects=rows)
+    assert summary.frames_in == sum(map(len, groups.values())) + summary.rejects
+    out.append(sorted((r["error"], r["reason"], r["direction"], r["raw"]) for r in rows))
+    for chunk_bytes in (32 << 20, 1500):
+        summary = Summary()
+        table, rejects = frames_table([io.BytesIO(capture)], specs, summary=summary, chunk_bytes=chunk_bytes)
+        assert summary.frames_in == len(table) + summary.rejects == len(table) + len(rejects)
+        out.append(sorted((r["error"], r["reason"], r["direction"], r["raw"]) for r in rejects.to_pylist()))
+    return out
+
+
+def test_a_response_without_its_request_has_one_reason() -> None:
+    """Responses to requests sent before the capture began are ``Unmatched``, whether the
+    framer could frame them (the capture starts at one) or skipped them while looking for a
+    frame start (the capture starts inside the one before): same error, reason and bytes, in
+    the Python path and the kernels, in one chunk or many."""
+    pk = _busy_connection(40)
+    _, resps = _frames(40)
+    # the requests of responses 0-3 were sent before the capture: it has their responses only
+    lost = [p for i, p in enumerate(pk) if i % 2 == 0 and i < 8]
+    kept = [p for p in pk if p not in lost]
+    first = kept[0]  # response 0, then the same capture starting 30 bytes into it
+    head = bytearray(first.data[:54])
+    struct.pack_into("!I", head, 38, struct.unpack_from("!I", head, 38)[0] + 30)
+    struct.pack_into("!H", head, 16, 40 + len(first.data) - 54 - 30)
+    torn = Packet(first.ts_ns, 1, bytes(head) + first.data[54 + 30 :], len(first.data) - 30)
+    unmatched = [("Unmatched", UNMATCHED, "response", r[4:]) for r in resps[:4]]
+    at_frame = _rejects(write_pcap(kept))
+    in_frame = _rejects(write_pcap([torn, *kept[1:]]))
+    assert at_frame == [unmatched] * 3
+    assert in_frame == [sorted([("Partial", "resync", "response", resps[0][30:]), *unmatched[1:]])] * 3
+
+
+def test_a_real_capture_picked_up_mid_stream_has_one_reason_per_cause(shared: Path) -> None:
+    """Real captures cut to start inside their connections (at frame boundaries and inside
+    frames): the Python path and the kernels, in one chunk or many, give the same rejects; a
+    whole response is never ``resync``."""
+    seen = set()
+    for name in ("tansu_confluent.pcap", "kafka091_legacy.pcap"):
+        pk = split_segments(load(shared / "captures" / name), 7, 1000)
+        for start in range(5, len(pk) - 20, 41):
+            py, one, many = _rejects(write_pcap(pk[start:]))
+            assert py == one == many, (name, start)
+            for error, reason, direction, raw in py:
+                seen.add((error, reason, direction))
+                if (error, reason, direction) == ("Partial", "resync", "response"):
+                    assert frame_pieces(raw, "response")[1] == []  # no whole frame left in it
+    assert ("Unmatched", UNMATCHED, "response") in seen and ("Partial", "resync", "response") in seen
 
 
 def test_capture_cut_mid_record_shows(shared: Path) -> None:
@@ -114,8 +180,9 @@ def test_capture_cut_mid_record_shows(shared: Path) -> None:
     summary = Summary()
     _, rejects = frames_table([io.BytesIO(data)], default_specs(), summary=summary)
     cut = [r for r in rejects.to_pylist() if r["error"] == "Truncated"]
-    assert len(cut) == 1 and "bytes into a packet record" in cut[0]["reason"]
-    assert "capture cut: the file ends 31 bytes into a packet record" in summary.render()
+    assert len(cut) == 1 and "31 bytes into a packet record, at byte 1000" in cut[0]["reason"]
+    assert cut[0]["raw"] == data[969:]  # the cut record's bytes
+    assert "capture cut: the file ends 31 bytes into a packet record, at byte 1000" in summary.render()
     assert summary.rejects == 1 and summary.frames_in == 3  # two whole frames, and the cut
 
 

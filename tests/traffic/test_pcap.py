@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import struct
 
 import pytest
@@ -89,9 +90,19 @@ def test_pcapng_sections_reset_interfaces() -> None:
     data = shb("<") + idb(1) + epb(p, 0) + shb(">") + idb(101, order=">") + epb(p, 0, order=">")
     got, _ = read(data)
     assert [g.linktype for g in got] == [1, 101]
+    bad = shb() + idb(1) + epb(p, 0) + shb() + epb(p, 1)
     with pytest.raises(CaptureFormatError, match="undeclared interface 1") as e:
-        read(shb() + idb(1) + epb(p, 0) + shb() + epb(p, 1))
-    assert e.value.offset == len(shb() + idb(1) + epb(p, 0) + shb())
+        read(bad, strict=True)
+    at = len(shb() + idb(1) + epb(p, 0) + shb())
+    assert e.value.offset == at
+    got, r = read(bad)  # not strict: the packets before it, and where and why it stopped
+    assert [g.data for g in got] == [p.data]
+    assert (r.broken_offset, r.broken_reason, r.broken_bytes, r.tail) == (
+        at,
+        "packet names undeclared interface 1",
+        len(bad) - at,
+        bad[at:],
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,10 +117,22 @@ def test_pcapng_sections_reset_interfaces() -> None:
 )
 def test_format_errors(data: bytes, offset: int, match: str) -> None:
     with pytest.raises(CaptureFormatError, match=match) as e:
-        read(data)
+        read(data, strict=True)
     assert e.value.offset == offset
     assert isinstance(e.value, ValueError) and isinstance(e.value, ArrowKafkaError)
     assert str(e.value).startswith(f"capture byte offset {offset}: ")
+    if offset < len(shb()):  # the file's header: not a capture, strict or not
+        with pytest.raises(CaptureFormatError, match=match):
+            read(data)
+    else:  # after it: the reader stops there and says where
+        got, r = read(data)
+        assert (got, r.broken_offset, r.broken_bytes, r.tail) == (
+            [],
+            offset,
+            len(data) - offset,
+            data[offset:],
+        )
+        assert re.search(match, r.broken_reason)
 
 
 def test_implausible_record_length() -> None:
@@ -117,8 +140,12 @@ def test_implausible_record_length() -> None:
     second = 24 + 16 + len(PKTS[0].data)
     struct.pack_into("<I", data, second + 8, 0x7FFF_FFFF)
     with pytest.raises(CaptureFormatError, match="record length 2147483647 is implausible") as e:
-        read(bytes(data))
+        read(bytes(data), strict=True)
     assert e.value.offset == second
+    got, r = read(bytes(data))
+    assert got == PKTS[:1] and r.packets == 1
+    assert (r.broken_offset, r.broken_reason) == (second, "record length 2147483647 is implausible")
+    assert (r.broken_bytes, r.tail, r.truncated_bytes) == (len(data) - second, bytes(data[second:]), 0)
 
 
 @pytest.mark.parametrize("extra", [5, 16, 30])
