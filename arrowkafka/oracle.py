@@ -136,7 +136,23 @@ def _nullable_length(
     return n, start
 
 
-def _read_primitive(r: _Reader, f: Field, element: str, path: str, flexible: bool) -> Any:
+def _element_length(
+    r: _Reader, f: Field, compact: bool, classic_fmt: str, noun: str, path: str, in_array: bool
+) -> tuple[int | None, int]:
+    if not in_array:
+        return _nullable_length(r, f, compact, classic_fmt, noun, path)
+    start = r.pos
+    n = _length(r, compact, classic_fmt, f"{noun} length", path)
+    if n is None:
+        raise r.fail(Corrupt, f"reading {noun}: null element in an array", path, start)
+    return n, start
+
+
+def _read_primitive(
+    r: _Reader, f: Field, element: str, path: str, flexible: bool, in_array: bool = False
+) -> Any:
+    """One value; ``in_array``: an element of ``f``, an array, whose nullability is the
+    array's own (Kafka's arrays never hold a null element)."""
     v = r.version
     if element == "bool":
         return r.take(1, "bool", path)[0] != 0
@@ -159,16 +175,18 @@ def _read_primitive(r: _Reader, f: Field, element: str, path: str, flexible: boo
     if element == "uuid":
         return _uuid.UUID(bytes=r.take(16, "uuid", path))
     if element == "string":
-        n, start = _nullable_length(r, f, flexible, ">h", "string", path)
+        n, start = _element_length(r, f, flexible, ">h", "string", path, in_array)
         if n is None:
             return None
+        if n > 0x7FFF:  # Kafka's readers refuse it in every version
+            raise r.fail(Corrupt, f"reading string: length {n} is over 32767 bytes", path, start)
         raw = r.take(n, "string", path)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise r.fail(Corrupt, f"invalid UTF-8 in string ({e.reason})", path, start) from None
     if element in ("bytes", "records"):
-        n, _ = _nullable_length(r, f, flexible, ">i", element, path)
+        n, _ = _element_length(r, f, flexible, ">i", element, path, in_array)
         if n is None:
             return None
         return r.take(n, element, path)
@@ -188,7 +206,7 @@ def _read_value(r: _Reader, f: Field, path: str, tagged: bool) -> Any:
             )
         if f.struct is not None:
             return [_read_struct(r, f.struct, f"{path}[{i}]") for i in range(n)]
-        return [_read_primitive(r, f, f.element, f"{path}[{i}]", flexible) for i in range(n)]
+        return [_read_primitive(r, f, f.element, f"{path}[{i}]", flexible, True) for i in range(n)]
     if f.kind == "struct":
         assert f.struct is not None
         if f.nullable_in(v):
@@ -339,7 +357,9 @@ def _write_length(w: _Writer, n: int | None, compact: bool, classic_fmt: str) ->
     return _struct.pack(classic_fmt, -1 if n is None else n)
 
 
-def _write_primitive(w: _Writer, f: Field, element: str, value: Any, path: str, flexible: bool) -> bytes:
+def _write_primitive(
+    w: _Writer, f: Field, element: str, value: Any, path: str, flexible: bool, in_array: bool = False
+) -> bytes:
     v = w.version
     if value is None and element not in ("string", "bytes", "records"):
         raise w.fail(f"null in non-nullable {element} field", path)
@@ -374,11 +394,13 @@ def _write_primitive(w: _Writer, f: Field, element: str, value: Any, path: str, 
         return raw
     if element in ("string", "bytes", "records"):
         if value is None:
+            if in_array:
+                raise w.fail("null element in an array (Kafka's arrays never hold one)", path)
             if not f.nullable_in(v):
                 raise w.fail(f"null in non-nullable {element} field", path)
             return _write_length(w, None, flexible, ">h" if element == "string" else ">i")
         raw = value.encode("utf-8") if element == "string" else bytes(value)
-        if element == "string" and not flexible and len(raw) > 0x7FFF:
+        if element == "string" and len(raw) > 0x7FFF:  # in every version, as Kafka's writers
             raise w.fail(f"string of {len(raw)} bytes is longer than 32767", path)
         return _write_length(w, len(raw), flexible, ">h" if element == "string" else ">i") + raw
     raise AssertionError(element)
@@ -398,7 +420,7 @@ def _write_value(w: _Writer, f: Field, value: Any, path: str, tagged: bool) -> b
             if f.struct is not None:
                 out.append(_write_struct(w, f.struct, item, f"{path}[{i}]"))
             else:
-                out.append(_write_primitive(w, f, f.element, item, f"{path}[{i}]", flexible))
+                out.append(_write_primitive(w, f, f.element, item, f"{path}[{i}]", flexible, True))
         return b"".join(out)
     if f.kind == "struct":
         assert f.struct is not None

@@ -325,7 +325,7 @@ def _typed(
             {
                 "file": pa.repeat(pa.scalar(str(path)), table.num_rows),
                 "partition": pa.repeat(pa.scalar(partition, pa.int32()), table.num_rows),
-                "offset": pc.take(data.column("offset"), index),
+                "record_offset": pc.take(data.column("record_offset"), index),
                 "timestamp": pc.take(data.column("timestamp"), index),
             }
         )

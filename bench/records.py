@@ -174,7 +174,7 @@ def _summary(got: Any) -> dict[str, int]:
         "value_bytes": int(pc.sum(recs.column("value_size")).as_py() or 0),
         "headers": len(values),
         "header_bytes": int(pc.sum(pc.binary_length(header_values)).as_py() or 0),
-        "last_offset": int(recs.column("offset")[-1].as_py()),
+        "last_offset": int(recs.column("record_offset")[-1].as_py()),
     }
 
 

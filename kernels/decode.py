@@ -37,6 +37,7 @@ from .isa import (
     DEF_UUID,
     DEF_VARBIN,
     E_FORGED_COUNT,
+    E_LONG_STRING,
     E_MARKER,
     E_NEGATIVE,
     E_NULL,
@@ -63,6 +64,7 @@ from .isa import (
     LIST,
     LIST_FIXED,
     LIST_NEXT,
+    MAX_STRING,
     NSTRUCT,
     OK,
     OPTBUF,
@@ -170,20 +172,33 @@ def _utf8_ok(data, pos, n):
 
 
 @njit(inline="always")
+def _varint(data, pos, end, bits):
+    """``_uvarint`` as the message readers use it: a varint cut short by the end of the body
+    leaves pos at its first byte, where the failure is reported from (see ``_settle``)."""
+    v, after, err = _uvarint(data, pos, end, bits)
+    if err == E_TRUNCATED:
+        return v, pos, err
+    return v, after, err
+
+
+@njit(inline="always")
 def _read_len(data, pos, end, kind):
     """A length or count (kind 0 int16, 1 int32, 2 compact uvarint N+1) -> (n, pos, err);
-    n == -1 is null."""
+    n == -1 is null. On an error n is the bytes the read needs when it ran out (2, 4, or 0
+    for a varint, at whose first byte pos stays), else 0."""
     if kind == LEN_INT16:
         if end - pos < 2:
-            return np.int64(0), pos, E_TRUNCATED
+            return np.int64(2), pos, E_TRUNCATED
         return _signed(_be(data, pos, 2), 16), pos + 2, OK
     if kind == LEN_INT32:
         if end - pos < 4:
-            return np.int64(0), pos, E_TRUNCATED
+            return np.int64(4), pos, E_TRUNCATED
         return _signed(_be(data, pos, 4), 32), pos + 4, OK
     if pos < end and data[pos] < 0x80:  # one-byte varint: nearly every compact length
         return np.int64(data[pos]) - 1, pos + 1, OK
-    v, pos, err = _uvarint(data, pos, end, 32)
+    v, pos, err = _varint(data, pos, end, 32)
+    if err != OK:
+        return np.int64(0), pos, err
     return np.int64(v) - 1, pos, err
 
 
@@ -198,9 +213,20 @@ def _nullable_len(data, pos, end, kind, wire_nullable):
         return n, pos, E_NEGATIVE, False
     if n == -1:
         if wire_nullable == 0:
-            return n, pos, E_NULL, False
+            return np.int64(0), pos, E_NULL, False
         return np.int64(0), pos, OK, True
     return n, pos, OK, False
+
+
+@njit(inline="always")
+def _settle(err, at, pos, end, d1, d2):
+    """A failure's (offset, d1, d2) as the status reports them, one rule for every tier: a
+    varint cut short by the end of the body (``E_TRUNCATED`` with d1 == 0: how many bytes it
+    needs is unknown until its last one) is reported at its first byte, where the reader left
+    ``pos``, with the bytes left from there."""
+    if err == E_TRUNCATED and d1 == 0:
+        return pos, d1, end - pos
+    return at, d1, d2
 
 
 @njit(inline="always")
@@ -332,7 +358,7 @@ def run(
                 pos += code[upc, 4]
                 pc += 1
             elif op == INT:  # KIP-625 varints
-                raw, pos, err = _uvarint(data, pos, end, code[upc, 3])
+                raw, pos, err = _varint(data, pos, end, code[upc, 3])
                 if err != OK:
                     break
                 if code[upc, 2] == ENC_ZIGZAG:
@@ -348,7 +374,8 @@ def run(
                 child = code[upc, 2]
                 n, pos, err, null = _nullable_len(data, pos, end, code[upc, 3], code[upc, 4])
                 if err != OK:
-                    d1 = n if err == E_NEGATIVE else 0
+                    d1 = n  # (see _read_len and _nullable_len)
+                    d2 = end - pos
                     break
                 slot = counts[un]
                 if fill and valid_base[un] >= 0:
@@ -356,7 +383,7 @@ def run(
                 eb = code[upc, 6]
                 if n * eb > end - pos:
                     err = E_FORGED_COUNT
-                    d1 = n * eb
+                    d1 = n
                     d2 = end - pos
                     break
                 if fill:
@@ -399,13 +426,19 @@ def run(
             elif op == VARBIN:
                 n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
-                    d1 = n if err == E_NEGATIVE else 0
+                    d1 = n  # (see _read_len and _nullable_len)
+                    d2 = end - pos
                     break
                 slot = counts[un]
                 if null:
                     if fill and valid_base[un] >= 0:
                         valid[np.uint64(valid_base[un] + slot)] = 0
                 else:
+                    if n > MAX_STRING and code[upc, 4] != 0:  # Kafka's limit, compact or not
+                        err = E_LONG_STRING
+                        d1 = n
+                        d2 = end - pos
+                        break
                     if n > end - pos:
                         err = E_TRUNCATED
                         d1 = n
@@ -428,14 +461,16 @@ def run(
             elif op == LIST:
                 n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
-                    d1 = n if err == E_NEGATIVE else 0
+                    d1 = n  # (see _read_len and _nullable_len)
+                    d2 = end - pos
                     break
                 slot = counts[un]
                 child = node + 1  # pre-order: a list's only child comes next
                 if fill and valid_base[un] >= 0:
                     valid[np.uint64(valid_base[un] + slot)] = 0 if null else 1
-                minsize = max(code[upc, 4], 1)
-                if n * minsize > end - pos:
+                # Kafka's bound: every element takes at least a byte. A tighter one would
+                # report Truncated ahead of a fault inside the elements.
+                if n > end - pos:
                     err = E_FORGED_COUNT
                     d1 = n
                     d2 = end - pos
@@ -479,7 +514,7 @@ def run(
                         d1 = m
                         break
                 else:
-                    mv, pos, err = _uvarint(data, pos, end, 32)
+                    mv, pos, err = _varint(data, pos, end, 32)
                     if err != OK:
                         break
                     if mv == 1:
@@ -515,7 +550,7 @@ def run(
                 pnode = code[upc, 7]
                 count = np.int64(-1)
                 if op == TAGS:
-                    cv, pos, err = _uvarint(data, pos, end, 32)
+                    cv, pos, err = _varint(data, pos, end, 32)
                     if err != OK:
                         break
                     count = np.int64(cv)
@@ -526,16 +561,16 @@ def run(
                     k += 1
                     err_pos = pos
                     if op == TAGS:
-                        tv, pos, err = _uvarint(data, pos, end, 32)
+                        tv, pos, err = _varint(data, pos, end, 32)
                         if err != OK:
                             break
-                        sv, pos, err = _uvarint(data, pos, end, 32)
+                        sv, pos, err = _varint(data, pos, end, 32)
                         if err != OK:
                             break
                         tag = np.int64(tv)
                         size = np.int64(sv)
                     else:
-                        zv, pos, err = _uvarint(data, pos, end, 32)
+                        zv, pos, err = _varint(data, pos, end, 32)
                         if err != OK:
                             break
                         size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))
@@ -711,9 +746,7 @@ def run(
             for k in range(sp):
                 if stack[k, 0] == F_CALL and stack[k, 2] >= 0:
                     err = E_TAG_SIZE
-        if err == E_TRUNCATED and d1 == 0:  # a varint cut short: it needed one more byte
-            d1 = 1
-            d2 = 0
+        err_pos, d1, d2 = _settle(err, err_pos, pos, msg_end, d1, d2)
         if null_mode and not fill:
             reject_code[i] = err
             reject_offset[i] = err_pos - msg_start

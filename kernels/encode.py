@@ -4,9 +4,10 @@
 bytes instead. It is called twice:
 
 - pass 1 (``fill=False``): checks what the wire cannot hold (a null where the version does not
-  allow one, a value too wide for its KIP-625 encoding, a classic string over 32767 bytes) and
-  sums every message's exact size into ``sizes``; each tagged value's size goes to ``cache``
-  in walk order (Kafka's generator keeps the same cache for the same reason).
+  allow one, a value too wide for its KIP-625 encoding, a string over 32767 bytes, which
+  Kafka refuses in every version, compact or not) and sums every message's exact size into
+  ``sizes``; each tagged value's size goes to ``cache`` in walk order (Kafka's generator
+  keeps the same cache for the same reason).
 - pass 2 (``fill=True``): writes each message at ``out_starts[i]``, taking tagged-value sizes
   from ``cache`` in the same order.
 
@@ -51,6 +52,7 @@ from .isa import (
     LIST,
     LIST_FIXED,
     LIST_NEXT,
+    MAX_STRING,
     NSTRUCT,
     OK,
     OPTBUF,
@@ -346,7 +348,7 @@ def run(
                 else:
                     b0 = np.int64(offs[off_base[node] + slot])
                     n = np.int64(offs[off_base[node] + slot + 1]) - b0
-                    if kind == LEN_INT16 and n > 32767:
+                    if code[pc, 4] != 0 and n > MAX_STRING:  # a string, in any version
                         err = E_LONG_STRING
                         d1 = n
                         break

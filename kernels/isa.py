@@ -16,7 +16,7 @@ OPS = [
     # wire bytes (fixed) or bits (varint), output width
     "INT",
     "VARBIN",  # node, length kind, wire nullable, utf8
-    "LIST",  # node, length kind, wire nullable, min element size, pc after LIST_NEXT
+    "LIST",  # node, length kind, wire nullable, - (unused, 0), pc after LIST_NEXT
     "LIST_NEXT",  # loop back or pop
     "LIST_FIXED",  # node, child, length kind, wire nullable, element kind, element bytes
     "STRUCT",  # node: one slot (validity 1 if the node has validity)
@@ -57,10 +57,10 @@ KIND_NAMES = ["struct", "list", "fixed", "varbin", "map"]
 
 # ---- error codes ----------------------------------------------------------------------------------
 OK = 0
-E_TRUNCATED = 1  # a read runs past the end of the body
-E_FORGED_COUNT = 2  # an array count the remaining bytes cannot hold
+E_TRUNCATED = 1  # a read runs past the end of the body (d1 bytes needed, 0 for a varint; d2 left)
+E_FORGED_COUNT = 2  # an array count over the bytes left (d1 elements, d2 bytes)
 E_NEGATIVE = 3  # a length or count below -1
-E_NULL = 4  # null in a field not nullable in this version
+E_NULL = 4  # null in a field not nullable in this version (an array element never is)
 E_UTF8 = 5  # a string that is not UTF-8
 E_VARINT_LONG = 6  # a varint longer than its type allows
 E_VARINT_BIG = 7  # a varint whose value does not fit its type
@@ -70,8 +70,10 @@ E_TAG_SIZE = 10  # a tagged (or optional) field whose value does not fill its si
 E_TRAILING = 11  # bytes left over after the last field
 # encoding
 E_RANGE = 12  # a value too wide for its wire encoding (KIP-625 fixed32 of an int64 field)
-E_LONG_STRING = 13  # a classic STRING over 32767 bytes
+E_LONG_STRING = 13  # a STRING over MAX_STRING bytes (encoding; and decoding a compact one)
 E_SIZE = 14  # pass 2 wrote a different size than pass 1 counted (a kernel bug)
+
+MAX_STRING = 32767  # Kafka refuses a longer string (Short.MAX_VALUE) in every version
 
 # ---- status array: the first failure of a kernel call ---------------------------------------------
 S_CODE = 0  # error code

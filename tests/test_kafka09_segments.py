@@ -98,7 +98,7 @@ def test_segments_of_a_real_broker_read_as_dump_log_segments_reads_them(
         assert {b["codec"] for b in batches} == {codec}  # the broker compressed every batch itself
     # deep: every record
     deep = _dump(broker, segment)
-    assert [(r["offset"], r["key"], r["value"]) for r in records] == [
+    assert [(r["record_offset"], r["key"], r["value"]) for r in records] == [
         (int(d["offset"]), None if d["key"] is None else d["key"].encode(), (d["payload"] or "").encode())
         for d in deep
     ]

@@ -74,7 +74,7 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     orders = records.filter(pa.compute.equal(records.column("topic"), "orders")).to_pylist()
     assert len(orders) == 300
     p1 = [r for r in orders if r["partition"] == 1]
-    assert [r["offset"] for r in p1] == list(range(150))
+    assert [r["record_offset"] for r in p1] == list(range(150))
     assert p1[60]["key"] == b"p1c3-10" and p1[60]["headers"] == [{"key": "h", "value": b"v"}]
     batches = pq.read_table(tmp_path / "record_batches.parquet").to_pylist()
     orders_batches = [b for b in batches if b["topic"] == "orders"]
@@ -85,13 +85,14 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     assert {b["file"] for b in p0} == {str(logdir / "orders-0" / "00000000000000000000.log")}
     # internal topics, typed
     commits = pq.read_table(tmp_path / "consumer_offsets.OffsetCommit.parquet").to_pylist()
-    assert [(c["partition"], c["offset"], c["key"]["partition"], c["value"]["offset"]) for c in commits] == [
+    assert [(c["partition"], c["record_offset"], c["key"]["partition"], c["value"]["offset"])
+            for c in commits] == [
         (7, 0, 0, 100), (7, 1, 1, 101), (7, 3, 2, 102)]  # fmt: skip
     topics = pq.read_table(tmp_path / "cluster_metadata.TopicRecord.parquet").to_pylist()
-    assert [(t["offset"], t["name"]) for t in topics] == [(1, "orders")]
+    assert [(t["record_offset"], t["name"]) for t in topics] == [(1, "orders")]
     assert pq.read_table(tmp_path / "cluster_metadata.PartitionRecord.parquet").num_rows == 2
     markers = pq.read_table(tmp_path / "record_markers.parquet").to_pylist()
-    assert [(m["topic"], m["type"], m["offset"]) for m in markers] == [
+    assert [(m["topic"], m["type"], m["record_offset"]) for m in markers] == [
         ("__cluster_metadata", "LEADER_CHANGE", 0)
     ]
 

@@ -45,7 +45,14 @@ _REASONS: dict[int, tuple[type[DecodeError], str]] = {
     isa.E_TAG_ORDER: (Corrupt, "reading {what}: tag {d1} after tag {d2} (tags must ascend)"),
     isa.E_TAG_SIZE: (Corrupt, "reading {what}: a tagged field's value does not fill its size"),
     isa.E_TRAILING: (Corrupt, "{d1} bytes left over after the last field"),
+    isa.E_LONG_STRING: (
+        Corrupt,
+        f"reading {{what}}: length {{d1}} is over the {isa.MAX_STRING} bytes a string may hold",
+    ),
 }
+# the same codes, told apart by their details or by where they happened
+_VARINT_CUT_SHORT = "reading {what}: varint cut short: needs more than the {d2} bytes left"
+_NULL_ELEMENT = "reading {what}: null element in an array (Kafka's arrays never hold one)"
 
 
 class Ranges(NamedTuple):
@@ -130,7 +137,11 @@ def _what(plan: Plan, pc: int, run_row: int) -> str:
     elif op == "END":
         return "message"
     f = plan.nodes[node].field if node >= 0 else None
-    return f.type if f is not None else op.lower()
+    if f is None:
+        return op.lower()
+    if plan.paths[pc].endswith("[]") and f.struct is None:  # one element of a primitive array
+        return f.element
+    return f.type
 
 
 def _error(
@@ -146,6 +157,10 @@ def _error(
     run_row: int,
 ) -> DecodeError:
     cls, template = _REASONS[code]
+    if code == isa.E_TRUNCATED and d1 == 0:  # a varint: how many bytes it needs is unknown
+        template = _VARINT_CUT_SHORT
+    elif code == isa.E_NULL and plan.paths[pc].endswith("[]"):  # a list's element
+        template = _NULL_ELEMENT
     return cls(
         template.format(what=_what(plan, pc, run_row), d1=d1, d2=d2),
         path=plan.indexed_path(pc, run_row, idx),
@@ -318,7 +333,7 @@ REJECT_SCHEMA = pa.schema(
         pa.field("error", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("path", pa.string(), nullable=False),
-        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("byte_offset", pa.int64(), nullable=False),
         pa.field("body", pa.binary()),
     ]
 )
@@ -357,7 +372,7 @@ def _rejects(plan: Plan, array: pa.Array | Ranges, run: _Run) -> pa.Table:
         string_array(cols["error"]),
         string_array(cols["reason"]),
         string_array(cols["path"]),
-        int64_array(cols["offset"]),
+        int64_array(cols["byte_offset"]),
         binary_array(cols["body"]),
     ]
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(columns, schema=REJECT_SCHEMA)])

@@ -17,6 +17,10 @@ versions), or of another version of the message. Columns the target version lack
 their spec default unless the field is ``ignorable`` (then they are dropped); columns it has
 that the input lacks are written as their default. Nullability in the input's schema does not
 matter: a null the target version cannot carry is an ``EncodeError`` naming row and path.
+Column types need not match exactly: ``input_rule`` (one table) says which conversions are
+made, all lossless (integer widths, range-checked per value; string, binary and list
+variants; dictionaries; an all-null column); any other type is an ``EncodeError`` naming the
+path and both types, before anything is written (``_Flattener.conform``).
 """
 
 from __future__ import annotations
@@ -46,10 +50,11 @@ from arrowkafka.schema import (
     VERSION_COLUMN,
     column_name,
     default_value,
+    message_schema,
     storage_type,
 )
 
-__all__ = ["encode_batch"]
+__all__ = ["encode_batch", "input_rule"]
 
 _ALIGN = 64
 
@@ -164,11 +169,10 @@ class _Flattener:
         )
 
     def visit(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> None:
+        """``arr`` is already in the field's type (``conform``): collect its pieces."""
         p = self.pieces.setdefault(node.id, _Pieces())
-        if node.kind == K_FIXED:
-            arr = self.fixed_input(node, arr, live, place)
-        elif node.kind == K_VARBIN and arr.type != node.type:
-            arr = self.cast(arr, node.type, node.path)
+        if isinstance(arr.type, pa.BaseExtensionType):  # uuid: its storage, fixed_size_binary(16)
+            arr = arr.storage
         p.valid = _valid(arr)
         if node.id in self.tagged:
             assert node.field is not None
@@ -186,12 +190,10 @@ class _Flattener:
             self.struct(node, arr, live, place, p)
 
     def nested(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place, p: _Pieces) -> None:
-        want = pa.types.is_map if node.kind == K_MAP else pa.types.is_list
-        if not want(arr.type):
-            if node.kind == K_LIST and pa.types.is_large_list(arr.type):
-                arr = arr.cast(pa.list_(arr.type.value_field))
-            else:
-                raise TypeError(f"{node.path}: expected {node.type}, got {arr.type}")
+        if p.valid is not None and node.kind == K_MAP:  # _unknown_tags: not nullable, no default
+            bad = np.flatnonzero(p.valid == 0 if live is None else (p.valid == 0) & live)
+            if bad.size:
+                raise self.fail(f"null in non-nullable {UNKNOWN_TAGS} map", node.path, place, int(bad[0]))
         offs = _offsets(arr)
         _check_span(offs, node.path)
         p.offsets = offs
@@ -207,7 +209,7 @@ class _Flattener:
             self.visit(node.children[0], values, child_live, inner)
             return
         key_node, val_node = node.children
-        keys = values.field(0).cast(pa.uint32())
+        keys = values.field(0)
         vals = values.field(1)
         keys, vals = self.unknown_tags(node, keys, vals, p.offsets, child_live, inner)
         self.visit(key_node, keys, child_live, inner)
@@ -258,8 +260,6 @@ class _Flattener:
         return keys, vals
 
     def struct(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place, p: _Pieces) -> None:
-        if not pa.types.is_struct(arr.type):
-            raise TypeError(f"{node.path}: expected a struct, got {arr.type}")
         keep = live
         if p.valid is not None:
             keep = p.valid.astype(bool) if keep is None else keep & p.valid.astype(bool)
@@ -276,17 +276,32 @@ class _Flattener:
                 one = pa.array([uuids_as_bytes(value)], storage_type(child.type))
                 self.visit(child, one.take(np.zeros(len(arr), np.int64)), keep, place)
         if TAGS_PRESENT in names and TAGS_PRESENT in targets:
-            self.listed(node, arr.field(TAGS_PRESENT))
+            self.listed(node, arr.field(TAGS_PRESENT), keep, place)
         root = node is self.plan.root
         extra = [n for n in names if n not in targets and not (root and n == VERSION_COLUMN)]
         if extra:
             self.absent(node, arr, extra, keep, place)
 
-    def listed(self, node: Node, lists: pa.Array) -> None:
-        """Known tagged fields ``_tags_present`` lists are written even at their default."""
+    def listed(self, node: Node, lists: pa.Array, live: np.ndarray | None, place: _Place) -> None:
+        """Known tagged fields ``_tags_present`` lists are written even at their default. The
+        column is not nullable and its lists hold no null (a null would say nothing of which
+        tags were on the wire)."""
+        path = f"{node.path}.{TAGS_PRESENT}"
+        if lists.null_count:
+            bad = np.flatnonzero(
+                ~_mask(lists.is_valid()) if live is None else ~_mask(lists.is_valid()) & live
+            )
+            if bad.size:
+                raise self.fail(f"null in non-nullable {TAGS_PRESENT} list", path, place, int(bad[0]))
         offs = _offsets(lists)
         tags = lists.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
-        tags = np.asarray(tags.to_numpy(zero_copy_only=False), np.int64)
+        if tags.null_count:
+            reached = _mask(lists.is_valid()) if live is None else _mask(lists.is_valid()) & live
+            bad = np.flatnonzero(~_mask(tags.is_valid()) & np.repeat(reached, np.diff(offs)))
+            if bad.size:
+                inner = place.inner(offs)
+                raise self.fail(f"null in non-nullable {TAGS_PRESENT} list", path + "[]", inner, int(bad[0]))
+        tags = np.asarray(tags.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
         slot_of = np.repeat(np.arange(len(lists)), np.diff(offs))
         for child in node.children:
             p = self.pieces.get(child.id)
@@ -321,52 +336,262 @@ class _Flattener:
                     reason += " (the field is not ignorable)"
                 raise self.fail(reason, path, place, int(bad[0]))
 
-    def fixed_input(self, node: Node, arr: pa.Array, live: np.ndarray | None, place: _Place) -> pa.Array:
-        t = node.type
-        if isinstance(t, pa.BaseExtensionType):  # uuid: the extension, fixed_size_binary(16) or binary
-            if isinstance(arr.type, pa.BaseExtensionType):
-                arr = arr.storage
-            if not pa.types.is_fixed_size_binary(arr.type) or arr.type.byte_width != 16:
-                if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
-                    raise TypeError(f"{node.path}: expected a uuid, got {arr.type}")
-                sizes = np.asarray(pc.binary_length(arr).fill_null(16).to_numpy(zero_copy_only=False))
-                wrong = sizes != 16
-                bad = np.flatnonzero(wrong if live is None else wrong & live)
-                if bad.size:
-                    i = int(bad[0])
-                    raise self.fail(f"uuid must be 16 bytes, got {int(sizes[i])}", node.path, place, i)
-                if wrong.any():  # only in slots no row reaches (under a null list or struct)
-                    arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
-                arr = arr.cast(pa.binary(16))
-            return arr
-        if arr.type != t:
-            arr = self.cast(arr, t, node.path, live, place)
-        return arr
-
-    def cast(
-        self,
-        arr: pa.Array,
-        t: pa.DataType,
-        path: str,
-        live: np.ndarray | None = None,
-        place: _Place | None = None,
+    def conform(
+        self, arr: pa.Array, t: pa.DataType, path: str, live: np.ndarray | None, place: _Place
     ) -> pa.Array:
-        """``arr`` as the spec's Arrow type; an integer the type cannot hold is an EncodeError
-        naming its row (in a slot no row reaches, it is let through as null)."""
-        if pa.types.is_integer(t) and pa.types.is_integer(arr.type) and place is not None:
-            info = np.iinfo(np.dtype(str(t)))
-            values = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False))
-            wrong = (values < info.min) | (values > info.max)
-            bad = np.flatnonzero(wrong if live is None else wrong & live)
-            if bad.size:
-                i = int(bad[0])
-                raise self.fail(f"{values[i]} is out of range for {t}", path, place, i)
-            if wrong.any():
-                arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
-        try:
+        """``arr`` as a column of ``t`` (the field's type in ``arrow_schema(name)``), by
+        ``input_rule``, or an EncodeError naming the path and both types. ``path`` is the
+        plan's (``$.topics[].name``), ``live`` the slots some row reaches. An array that needs
+        nothing converted comes back as it is."""
+        if _plain(arr.type, t):
+            return arr
+        how = input_rule(arr.type, t)
+        if how is None:
+            raise self.wrong_type(arr, t, path, live, place)
+        if how == "null":
+            return pa.nulls(len(arr), t)
+        if how == "dictionary":
+            return self.conform(arr.dictionary_decode(), t, path, live, place)
+        if how == "int":
+            return self.integers(arr, t, path, live, place)
+        if how == "uuid":
+            return self.uuids(arr, path, live, place)
+        if how == "cast":
             return arr.cast(t)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise TypeError(f"{path}: cannot read {arr.type} as {t}: {e}") from None
+        if how == "struct":
+            return self.struct_input(arr, t, path, live, place)
+        return self.list_input(arr, t, path, live, place)  # a list or the unknown-tags map
+
+    def wrong_type(
+        self, arr: pa.Array, t: pa.DataType, path: str, live: np.ndarray | None, place: _Place
+    ) -> EncodeError:
+        """A column of a type ``input_rule`` refuses, named at its first value some row reaches
+        (else its first slot a row reaches; else the column, row 0)."""
+        reason = f"expected {_describe(t)}, got {_describe(arr.type)}"
+        reached = _reached(arr, live)
+        if reached is None:
+            reached = np.ones(len(arr), bool)
+        first = np.flatnonzero(reached)
+        if not first.size and live is not None:
+            first = np.flatnonzero(live)
+        if first.size:
+            return self.fail(reason, path, place, int(first[0]))
+        return EncodeError(reason, path=path, message=self.spec.name, version=self.version)
+
+    def integers(
+        self, arr: pa.Array, t: pa.DataType, path: str, live: np.ndarray | None, place: _Place
+    ) -> pa.Array:
+        """Another integer type: each value the field cannot hold is an EncodeError naming its
+        row and value (in a slot no row reaches, it is let through as null)."""
+        info = np.iinfo(np.dtype(t.to_pandas_dtype()))
+        values = np.asarray(arr.fill_null(0).to_numpy(zero_copy_only=False))
+        wrong = values > info.max
+        if values.dtype.kind == "i":
+            wrong |= values < info.min
+        bad = np.flatnonzero(wrong if live is None else wrong & live)
+        if bad.size:
+            i = int(bad[0])
+            raise self.fail(f"{values[i]} is out of range for {t}", path, place, i)
+        if wrong.any():
+            arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
+        return arr.cast(t)
+
+    def uuids(self, arr: pa.Array, path: str, live: np.ndarray | None, place: _Place) -> pa.Array:
+        """Binary values as uuids: each one some row reaches must be 16 bytes."""
+        if not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
+            arr = arr.cast(pa.binary())  # binary_view
+        sizes = np.asarray(pc.binary_length(arr).fill_null(16).to_numpy(zero_copy_only=False))
+        wrong = sizes != 16
+        bad = np.flatnonzero(wrong if live is None else wrong & live)
+        if bad.size:
+            i = int(bad[0])
+            raise self.fail(f"uuid must be 16 bytes, got {int(sizes[i])}", path, place, i)
+        if wrong.any():  # only in slots no row reaches (under a null list or struct)
+            arr = pc.if_else(pa.array(wrong), pa.scalar(None, arr.type), arr)
+        return arr.cast(pa.binary(16))
+
+    def struct_input(
+        self, arr: pa.Array, t: pa.DataType, path: str, live: np.ndarray | None, place: _Place
+    ) -> pa.Array:
+        """Each column the struct type knows, by name (the others are left for ``absent``)."""
+        names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            where = path if path == "$" else f"{path}.{twice[0]}"
+            raise EncodeError(f"column {twice[0]!r} appears twice", path=where, message=self.spec.name,
+                              version=self.version)  # fmt: skip
+        keep = _reached(arr, live)
+        children = []
+        changed = False
+        for i, name in enumerate(names):
+            child = arr.field(i)
+            j = t.get_field_index(name)
+            if j >= 0:
+                got = self.conform(child, t.field(j).type, f"{path}.{name}", keep, place)
+                changed = changed or got is not child
+                child = got
+            children.append(child)
+        if not changed:
+            return arr
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(children, names=names, mask=mask)
+
+    def list_input(
+        self, arr: pa.Array, t: pa.DataType, path: str, live: np.ndarray | None, place: _Place
+    ) -> pa.Array:
+        """A list's (or map's) elements by the same rule; a large list becomes a list."""
+        offs = _offsets(arr)
+        _check_span(offs, path)
+        start, count = int(offs[0]), int(offs[-1] - offs[0])
+        keep = _reached(arr, live)
+        child_live = None if keep is None else np.repeat(keep, np.diff(offs))
+        inner = place.inner(offs)
+        mask = arr.is_null() if arr.null_count else None
+        rebased = pa.array(offs - offs[0], pa.int32())
+        if pa.types.is_map(t):
+            keys, items = arr.keys.slice(start, count), arr.items.slice(start, count)
+            k = self.conform(keys, t.key_type, f"{path}[].key", child_live, inner)
+            v = self.conform(items, t.item_type, f"{path}[].value", child_live, inner)
+            if k is keys and v is items:
+                return arr
+            return pa.MapArray.from_arrays(rebased, k, v, mask=mask)
+        if input_rule(arr.type.value_type, t.value_type) is None:  # named as the list types
+            raise self.wrong_type(arr, t, path, live, place)
+        values = arr.values.slice(start, count)
+        got = self.conform(values, t.value_type, f"{path}[]", child_live, inner)
+        if got is values and pa.types.is_list(arr.type):
+            return arr
+        return pa.ListArray.from_arrays(rebased, got, mask=mask)
+
+
+# ---- input types: the one rule ---------------------------------------------------------------
+
+
+def input_rule(actual: pa.DataType, expected: pa.DataType) -> str | None:
+    """How a column of type ``actual`` is read as a field of type ``expected`` (the field's
+    Arrow type in ``arrow_schema(name)``), or None: refused, an ``EncodeError`` naming the
+    path and both types. Only conversions that lose nothing are made; a value is never parsed,
+    formatted or guessed.
+
+    ====================  ===========================================  ==========================
+    field                 column types accepted                        how (the answer)
+    ====================  ===========================================  ==========================
+    any                   its own type                                 as it is ("same")
+    any                   null (every value null)                      nulls: the field's
+                                                                       nullability decides ("null")
+    any                   dictionary of an accepted type               decoded, then this rule
+                                                                       ("dictionary")
+    int8 ... int64,       any integer type, signed or not              each value range-checked:
+    uint16, uint32                                                     one the field cannot hold
+                                                                       is an error naming its row
+                                                                       and value ("int")
+    float64               float16, float32                             widened, exact ("cast")
+    bool                  bool only                                    -
+    string                large_string, string_view                    ("cast")
+    bytes, records        large_binary, binary_view,                   ("cast")
+                          fixed_size_binary(n)
+    uuid                  the uuid extension, fixed_size_binary(16)    as it is ("same")
+    uuid                  binary, large_binary, binary_view            each value 16 bytes, or an
+                                                                       error naming its row ("uuid")
+    array                 list, large_list                             elements by this rule ("list")
+    struct                struct                                       columns by name, by this
+                                                                       rule ("struct")
+    _unknown_tags (map)   map                                          keys as uint32 (0 to 2^32 - 1),
+                                                                       values as binary ("map")
+    ====================  ===========================================  ==========================
+
+    Refused, among others: numbers in strings (``"12"`` for an int16), anything else as a
+    string (a date, a bool, a number), strings as bytes and bytes as strings, bools as numbers
+    and numbers as bools, floats as integers, integers as floats, timestamps, dates, decimals,
+    list views (pyarrow 26 casts them wrongly), a list where a struct belongs and the reverse.
+    """
+    if pa.types.is_null(actual):
+        return "null"
+    if pa.types.is_dictionary(actual):
+        return "dictionary" if input_rule(actual.value_type, expected) not in (None, "null") else None
+    if isinstance(expected, pa.BaseExtensionType):  # uuid
+        if actual == expected or actual == pa.binary(16):
+            return "same"
+        binary = pa.types.is_binary(actual) or pa.types.is_large_binary(actual)
+        return "uuid" if binary or pa.types.is_binary_view(actual) else None
+    if pa.types.is_struct(expected):
+        return "struct" if pa.types.is_struct(actual) else None
+    if pa.types.is_map(expected):
+        return "map" if pa.types.is_map(actual) else None
+    if pa.types.is_list(expected):
+        return "list" if pa.types.is_list(actual) or pa.types.is_large_list(actual) else None
+    if actual == expected:
+        return "same"
+    if pa.types.is_integer(expected):
+        return "int" if pa.types.is_integer(actual) else None
+    if pa.types.is_float64(expected):
+        return "cast" if pa.types.is_float16(actual) or pa.types.is_float32(actual) else None
+    if pa.types.is_string(expected):
+        return "cast" if pa.types.is_large_string(actual) or pa.types.is_string_view(actual) else None
+    if pa.types.is_binary(expected):
+        views = pa.types.is_binary_view(actual) or pa.types.is_fixed_size_binary(actual)
+        return "cast" if views or pa.types.is_large_binary(actual) else None
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Is a column of ``actual`` read as ``expected`` without converting anything, at any
+    depth? (Decided from the types alone, once per pair: the common case costs no data pass.)"""
+    if actual == expected:
+        return True
+    how = input_rule(actual, expected)
+    if how == "same":
+        return True
+    if how == "struct":
+        names = [actual.field(i).name for i in range(actual.num_fields)]
+        if len(set(names)) < len(names):
+            return False
+        for i, name in enumerate(names):
+            j = expected.get_field_index(name)
+            if j >= 0 and not _plain(actual.field(i).type, expected.field(j).type):
+                return False
+        return True
+    if how == "list":
+        return pa.types.is_list(actual) and _plain(actual.value_type, expected.value_type)
+    if how == "map":
+        return _plain(actual.key_type, expected.key_type) and _plain(actual.item_type, expected.item_type)
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _input_type(spec: MessageSpec) -> pa.DataType:
+    """The row type ``input_rule`` reads input against: every version's columns, so columns
+    the target version lacks are read by the rule too (their leaf types are the same in every
+    version)."""
+    return pa.struct(list(message_schema(spec)))
+
+
+def _describe(t: pa.DataType) -> str:
+    """A type in a few words (a struct's fields left out)."""
+    if isinstance(t, pa.BaseExtensionType):
+        return t.extension_name.removeprefix("arrow.")
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_map(t):
+        return f"map<{_describe(t.key_type)}, {_describe(t.item_type)}>"
+    if pa.types.is_dictionary(t):
+        return f"dictionary<{_describe(t.value_type)}>"
+    if hasattr(t, "value_type"):  # the list types
+        return f"{str(t).split('<')[0]}<{_describe(t.value_type)}>"
+    return str(t)
+
+
+def _mask(a: pa.Array) -> np.ndarray:
+    return np.asarray(a.to_numpy(zero_copy_only=False), bool)
+
+
+def _reached(arr: pa.Array, live: np.ndarray | None) -> np.ndarray | None:
+    """Per slot: does some row reach a value here (live and not null)? None: every slot."""
+    if arr.null_count == 0:
+        return live
+    valid = _mask(arr.is_valid())
+    return valid if live is None else valid & live
 
 
 def uuids_as_bytes(value: Any) -> Any:
@@ -498,7 +723,7 @@ def _run_checks(plan: Plan, inputs: _Inputs) -> np.ndarray:
 
 def _may_fail(plan: Plan, inputs: _Inputs, checks: np.ndarray, pieces: dict[int, _Pieces]) -> bool:
     """Could some value fail one of pass 1's checks (a null the wire cannot carry, a value too
-    wide for its encoding, a classic string over 32767 bytes)? Conservative: a null or a long
+    wide for its encoding, a string over 32767 bytes)? Conservative: a null or a long
     string in a slot no row reaches counts too."""
     vb = inputs.valid_base
     for at, (op, node, a, b, c, *_) in enumerate(plan.code.tolist()):
@@ -506,11 +731,11 @@ def _may_fail(plan: Plan, inputs: _Inputs, checks: np.ndarray, pieces: dict[int,
             fails = checks[at] != 0
         elif op == OP["INT"]:  # node, enc, bits, width
             fails = vb[node] >= 0 or (b < 64 and b < 8 * c)
-        elif op == OP["VARBIN"]:  # node, length kind, nullable
+        elif op == OP["VARBIN"]:  # node, length kind, nullable, utf8
             offs = pieces[node].offsets
             long = False
-            if a == isa.LEN_INT16 and offs is not None and len(offs) > 1:  # classic STRING
-                long = int(np.diff(offs).max()) > 32767
+            if c != 0 and offs is not None and len(offs) > 1:  # a string, in any version
+                long = int(np.diff(offs).max()) > isa.MAX_STRING
             fails = (b == 0 and vb[node] >= 0) or long
         elif op == OP["LIST"]:  # node, length kind, nullable
             fails = b == 0 and vb[node] >= 0
@@ -598,6 +823,7 @@ def encode_batch(
         i = int(np.argmax(~np.asarray(struct.is_valid().to_numpy(zero_copy_only=False), bool)))
         raise EncodeError("a null row", row=i, message=name, version=version)
     flat = _Flattener(plan, spec, version)
+    struct = flat.conform(struct, _input_type(spec), "$", None, _Place())
     flat.visit(plan.root, struct, None, _Place())
     inputs = _Inputs(plan, flat.pieces)
     owner = plan.owners()

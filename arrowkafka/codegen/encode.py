@@ -8,7 +8,7 @@ once per call, indices are unsigned. ``run`` has the interpreter's signature and
 sizes, tagged-value cache and bytes, so the encoder calls either.
 
 It checks nothing: no nulls the wire cannot carry, no value too wide for its encoding, no
-classic string over 32767 bytes. The encoder calls it for pass 1 only when no value of the
+string over 32767 bytes. The encoder calls it for pass 1 only when no value of the
 batch could fail a check (``codec.encode._may_fail``); otherwise the interpreter sizes the batch and
 names the first failure, so errors are the interpreter's word for word, and pass 2 (which
 checks nothing in either kernel) may still be this one. Without those checks a plan's code is a

@@ -280,14 +280,14 @@ class _Emitter:
                 args = (child.id, len_kind, wire_nullable, ekind, WIDTH[f.element])
                 self.emit("LIST_FIXED", node.id, *args, path=node.path)
                 return
-            pc = self.emit(
-                "LIST", node.id, len_kind, wire_nullable, self.min_size(f, element=True), 0, path=node.path
-            )
+            # (operand 4 is unused: like Kafka's readers, the kernel bounds a count by one byte
+            # per element, so the first fault in byte order is the one reported)
+            pc = self.emit("LIST", node.id, len_kind, wire_nullable, 0, 0, path=node.path)
             if f.struct is not None:
                 self.emit("STRUCT", child.id, path=child.path)
                 self.struct_body(f.struct, child)
             else:
-                self.primitive(f, child)
+                self.primitive(f, child, element=True)
             self.emit("LIST_NEXT", node.id, path=node.path)
             self.code[pc][5] = self.here()
             return
@@ -309,13 +309,14 @@ class _Emitter:
             return
         self.primitive(f, node)
 
-    def primitive(self, f: Field, node: Node) -> None:
+    def primitive(self, f: Field, node: Node, element: bool = False) -> None:
+        """A primitive field's value, or (``element``) one element of a primitive array."""
         e = f.element
         if e in ("string", "bytes", "records"):
             len_kind = LEN_UVARINT if self.flexible(f) else (LEN_INT16 if e == "string" else LEN_INT32)
-            self.emit(
-                "VARBIN", node.id, len_kind, int(f.nullable_in(self.v)), int(e == "string"), path=node.path
-            )
+            # nullableVersions is the array's: Kafka's arrays never hold a null element
+            nullable = int(f.nullable_in(self.v) and not element)
+            self.emit("VARBIN", node.id, len_kind, nullable, int(e == "string"), path=node.path)
         elif e == "bool":
             self.fixed(node.id, EL_BOOL, 1, 1, node.path)
         elif e == "float64":
@@ -332,24 +333,6 @@ class _Emitter:
             else:
                 kind = ENC_ZIGZAG if enc.startswith("packed") else ENC_UVARINT
                 self.emit("INT", node.id, kind, bits, node.width, path=node.path)
-
-    def min_size(self, f: Field, element: bool) -> int:
-        """Fewest wire bytes one value (or array element) can take: bounds forged counts."""
-        v = self.v
-        if f.kind == "array" and not element:
-            return 1 if self.flexible(f) else 4
-        if f.struct is not None:
-            size = sum(self.min_size(g, element=False) for g in f.struct.fields_in(v) if not g.tagged_in(v))
-            size += int(self.spec.is_flexible(v)) + int(self.spec.has_optional_buffer(v))
-            if f.kind == "struct" and f.nullable_in(v):
-                return 1
-            return size
-        e = f.element
-        if e in ("string", "bytes", "records"):
-            return 1 if self.flexible(f) else (2 if e == "string" else 4)
-        if e in ("int16", "int32", "int64") and not f.encoding_in(v).startswith("fixed"):
-            return 1
-        return WIDTH[e]
 
 
 def _build(spec: MessageSpec, version: int, all_versions: bool) -> Plan:

@@ -39,7 +39,7 @@ MARKERS_SCHEMA = pa.schema(
     [
         pa.field("record", pa.int64(), nullable=False),  # row in the records table
         pa.field("batch", pa.int64(), nullable=False),
-        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("record_offset", pa.int64(), nullable=False),
         pa.field("type", pa.string()),  # ABORT, COMMIT, LEADER_CHANGE, ...; null when unknown
         pa.field("type_code", pa.int16()),
         pa.field("key_version", pa.int16()),
@@ -64,7 +64,7 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     # one by one: control records are few, and Arrow's take has no binary_view kernel yet
     keys = [records.column("key")[r].as_py() for r in rows.tolist()]
     values = [records.column("value")[r].as_py() for r in rows.tolist()]
-    offsets = records.column("offset").take(rows).to_pylist()
+    offsets = records.column("record_offset").take(rows).to_pylist()
     out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}
     raft: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
     for row, key, value, offset in zip(rows.tolist(), keys, values, offsets, strict=True):
@@ -97,7 +97,7 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
             )
         out["record"].append(row)
         out["batch"].append(int(batch[row]))
-        out["offset"].append(offset)
+        out["record_offset"].append(offset)
         out["type"].append(CONTROL_TYPES.get(kind) if kind is not None else None)
         out["type_code"].append(kind)
         out["key_version"].append(version)

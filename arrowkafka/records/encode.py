@@ -62,7 +62,7 @@ def encode_records(batches: Any, records: Any, *, num_values: int | None = None)
         read; a batch that is ``partial`` or has an ``error`` cannot be written.
     records : pa.Table or pa.RecordBatch
         One row per record, in their batch's order: ``batch`` (the row in ``batches``; may be
-        left out when there is one batch), ``offset`` (absolute; left out: the batch's
+        left out when there is one batch), ``record_offset`` (absolute; left out: the batch's
         ``base_offset`` or 0, counting up), ``timestamp`` (null: none, -1 on the wire),
         ``key``, ``value`` (null when left out), ``headers`` (``list<struct<key string,
         value binary>>``; none when left out). Other columns are not read.
@@ -355,16 +355,16 @@ class _Records:
         n, b = self.n, self.b
         rec = self.rec = np.empty((ke.NR, n), np.int64)
         # offsets
-        arr = _array(t, "offset", "records")
+        arr = _array(t, "record_offset", "records")
         if arr is None:
             base, nulls = b._optional("base_offset")
             base = np.where(nulls, 0, base) if nulls is not None else base
             counting = np.arange(n) - np.repeat(self.starts, self.ends - self.starts)  # place in its batch
             rec[ke.R_OFFSET, self.perm] = counting + base[self.batch[self.perm]]
         else:
-            rec[ke.R_OFFSET], nulls = _ints(arr, "records", "offset")
+            rec[ke.R_OFFSET], nulls = _ints(arr, "records", "record_offset")
             if (bad := _first(nulls)) is not None:
-                raise self.err("null offset", bad, "offset")
+                raise self.err("null record_offset", bad, "record_offset")
         # timestamps (-1: none)
         arr = _array(t, "timestamp", "records")
         if arr is None:
@@ -541,7 +541,7 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
     if (bad := _where(rv2, _outside(off, base, batch, *INT32))) is not None:
         at, at0 = int(off[bad]), int(base[batch[bad]])
         reason = f"offset {at} is {at - at0} from its batch's base_offset {at0}: the delta must fit int32"
-        raise r.err(reason, bad, "offset")
+        raise r.err(reason, bad, "record_offset")
     if (bad := _first(v2 & ((last_delta < INT32[0]) | (last_delta > INT32[1])))) is not None:
         raise b.err(f"last_offset_delta {last_delta[bad]} does not fit int32", bad, "last_offset_delta")
     if (bad := _where(rv2, _outside(ts, base_ts, batch, *INT64))) is not None:
@@ -557,7 +557,7 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
     # a negative offset in a message set reads three ways (ours, kafka-python's, Java refuses it)
     if (bad := _first(~rv2 & (off < 0))) is not None:
         raise r.err(
-            f"offset {off[bad]} is negative: magic 0/1 message sets hold offsets from 0", bad, "offset"
+            f"offset {off[bad]} is negative: magic 0/1 message sets hold offsets from 0", bad, "record_offset"
         )
     # magic 1 wrappers: inner offsets relative to the first (the wrapper carries the last);
     # a last offset of 0 would read as absolute inner offsets, so they are written so
@@ -565,7 +565,7 @@ def _header_rows(b: _Batches, r: _Records) -> np.ndarray:
     inner_base = np.where(relative, off_first, 0)
     if (bad := _where(relative[batch], _outside(off, inner_base, batch, *INT64))) is not None:
         reason = f"offset {off[bad]} is too far from its wrapper's first offset {inner_base[batch[bad]]}"
-        raise r.err(reason, bad, "offset")
+        raise r.err(reason, bad, "record_offset")
 
     attr: np.ndarray = b.codec | np.where(b.log_append, kr.ATTR_LOG_APPEND_TIME, 0)
     attr |= np.where(b.transactional, kr.ATTR_TRANSACTIONAL, 0) | np.where(b.control, kr.ATTR_CONTROL, 0)

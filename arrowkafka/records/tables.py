@@ -63,7 +63,7 @@ BATCHES_SCHEMA = pa.schema(
 RECORDS_SCHEMA = pa.schema(
     [
         pa.field("batch", pa.int64(), nullable=False),  # row in the batches table
-        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("record_offset", pa.int64(), nullable=False),  # the record's offset in its partition
         pa.field("timestamp", TS),  # null in magic 0 and where the writer put -1 (no timestamp)
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),

@@ -75,7 +75,7 @@ REJECT_SCHEMA = pa.schema(
         pa.field("error", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("path", pa.string()),
-        pa.field("offset", pa.int64()),
+        pa.field("byte_offset", pa.int64()),
         pa.field("raw", pa.binary()),
     ]
 )

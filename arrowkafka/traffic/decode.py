@@ -154,7 +154,7 @@ def _body_rejects(
         frame.column("_ts_first"),
         pa.repeat(pa.scalar(message, pa.string()), n),
         pa.repeat(pa.scalar(version, pa.int16()), n),
-        *bad.select(["error", "reason", "path", "offset", "body"]).columns,
+        *bad.select(["error", "reason", "path", "byte_offset", "body"]).columns,
     ]
     return pa.Table.from_arrays(columns, schema=REJECT_SCHEMA)
 

@@ -76,7 +76,9 @@ class _Cursor:
             value, self.pos = read_uvarint(self.data, self.pos)
         except IndexError:  # every byte left says "more": the varint needs one beyond them
             left = len(self.data) - self.pos
-            raise self.fail(Truncated, f"reading {what}: needs {left + 1} bytes, {left} left") from None
+            raise self.fail(
+                Truncated, f"reading {what}: varint cut short: needs more than the {left} bytes left"
+            ) from None
         except VarintTooLong:
             self.pos += 5
             raise self.fail(Corrupt, f"reading {what}: varint too long") from None

@@ -41,17 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from arrowkafka.traffic.columns import REJECT_SCHEMA, ends_of
+from arrowkafka.traffic.columns import ends_of
 from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes, frame_pieces
 from arrowkafka.traffic.pcap import TAIL_KEEP
 
 __all__ = ["UNMATCHED", "Summary", "add_item_rejects", "add_reject", "add_truncation_reject"]
 
 UNMATCHED = "no request with this correlation id in the capture"
-
-# the rejects column of a byte position (the file's, for a capture's unread end), by its name
-# in the schema (``offset``, then ``byte_offset``)
-_OFFSET = next(n for n in ("byte_offset", "offset") if n in REJECT_SCHEMA.names)
 
 
 @dataclass
@@ -186,10 +182,10 @@ def add_truncation_reject(
     if c.truncated_bytes:
         summary.frames_in += 1
         reason = f"capture file cut: {_cut_text(c)}; not read, {_kept(c, c.truncated_bytes)}"
-        add_reject(summary, rejects, capture, "Truncated", reason, c.tail, **{_OFFSET: c.truncated_offset})
+        add_reject(summary, rejects, capture, "Truncated", reason, c.tail, byte_offset=c.truncated_offset)
     elif c.broken_offset is not None:
         summary.frames_in += 1
         reason = f"capture framing broken: {_broken_text(c)}; {_kept(c, c.broken_bytes)}"
         add_reject(
-            summary, rejects, capture, "CaptureFormatError", reason, c.tail, **{_OFFSET: c.broken_offset}
+            summary, rejects, capture, "CaptureFormatError", reason, c.tail, byte_offset=c.broken_offset
         )

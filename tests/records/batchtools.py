@@ -77,7 +77,7 @@ def ours(result: Any) -> list[dict[str, Any]]:
         out.append(
             {
                 "batch": r["batch"],
-                "offset": r["offset"],
+                "offset": r["record_offset"],
                 "timestamp": None if ts is None else int(ts.timestamp() * 1000 + 0.5),
                 "key": r["key"],
                 "value": r["value"],

@@ -49,7 +49,7 @@ def test_transaction_markers_and_a_leader_change() -> None:
     got = ak.decode_records([data + commit + abort + leader])
     assert got.batches.column("control").to_pylist() == [False, True, True, True]
     markers = got.markers.to_pylist()
-    assert [(m["record"], m["offset"], m["type"], m["coordinator_epoch"]) for m in markers] == [
+    assert [(m["record"], m["record_offset"], m["type"], m["coordinator_epoch"]) for m in markers] == [
         (1, 1, "COMMIT", 17),
         (2, 2, "ABORT", 18),
         (3, 3, "LEADER_CHANGE", None),

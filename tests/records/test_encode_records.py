@@ -35,7 +35,7 @@ FORMATS = [(m, c) for m in (0, 1, 2) for c in CODEC_IDS if not (c == "zstd" and 
 BATCH_COLS = ["row", "magic", "codec", "timestamp_type", "transactional", "control", "base_offset", "last_offset",
               "partition_leader_epoch", "last_offset_delta", "base_timestamp", "max_timestamp", "delete_horizon",
               "producer_id", "producer_epoch", "base_sequence", "record_count"]  # fmt: skip
-RECORD_COLS = ["batch", "offset", "timestamp", "key", "value", "headers"]
+RECORD_COLS = ["batch", "record_offset", "timestamp", "key", "value", "headers"]
 TS = pa.timestamp("ms", "UTC")
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 MARKER_KEY = struct.pack(">hh", 0, 1)
@@ -179,7 +179,7 @@ def _batch(draw: st.DrawFn, row: int) -> tuple[dict[str, Any], list[dict[str, An
             if log_append and codec != "none"
             else [draw(_TS) if magic else None for _ in range(n)]
         )
-        keys = ("offset", "timestamp", "key", "value", "headers")
+        keys = ("record_offset", "timestamp", "key", "value", "headers")
         recs = [dict(zip(keys, (o, t, draw(_BYTES), draw(_BYTES), []), strict=True)) for o, t in zip(offsets, ts, strict=True)]  # fmt: skip
         batch = none | {"row": row, "magic": magic, "codec": codec, "transactional": False, "control": False,
                         "timestamp_type": ("LogAppendTime" if log_append else "CreateTime") if magic else None,
@@ -197,10 +197,10 @@ def _batch(draw: st.DrawFn, row: int) -> tuple[dict[str, Any], list[dict[str, An
     for d, t in zip(deltas, ts, strict=True):
         if control:  # a transaction marker: key version 0 and type; value version 0, coordinator epoch
             kind, epoch = draw(st.integers(0, 1)), draw(st.integers(0, (1 << 31) - 1))
-            recs.append({"offset": base + d, "timestamp": t, "key": struct.pack(">hh", 0, kind),
+            recs.append({"record_offset": base + d, "timestamp": t, "key": struct.pack(">hh", 0, kind),
                          "value": struct.pack(">hi", 0, epoch), "headers": []})  # fmt: skip
         else:
-            recs.append({"offset": base + d, "timestamp": t, "key": draw(_BYTES), "value": draw(_BYTES),
+            recs.append({"record_offset": base + d, "timestamp": t, "key": draw(_BYTES), "value": draw(_BYTES),
                          "headers": draw(_HEADERS)})  # fmt: skip
     # a batch keeps its last offset delta when compaction removes its last records
     last = min((deltas[-1] if n else 0) + draw(st.sampled_from([0, 0, 1, 1000])), (1 << 31) - 1)
@@ -268,7 +268,7 @@ def test_kafka_python_reads_every_format_we_write(magic: int, codec: str) -> Non
     rng = np.random.default_rng(magic)
     values = [bytes(rng.integers(0, 256 if i % 2 else 4, 400, dtype=np.uint8)) for i in range(n)]
     records = pa.table({
-        "offset": pa.array(range(1000, 1000 + n), pa.int64()),
+        "record_offset": pa.array(range(1000, 1000 + n), pa.int64()),
         "timestamp": pa.array([T0 + i if magic else None for i in range(n)], pa.timestamp("ms", "UTC")),
         "key": [b"k%d" % i for i in range(n)], "value": values,
         "headers": [[{"key": "trace", "value": b"t" * (i % 5)}] if magic == 2 else [] for i in range(n)],
@@ -294,17 +294,17 @@ def test_defaults_are_what_kafkas_producer_writes() -> None:
                      "control": False, "base_offset": 0, "last_offset": 2, "partition_leader_epoch": -1,
                      "last_offset_delta": 2, "base_timestamp": T0 + 5, "max_timestamp": T0 + 9, "delete_horizon": None,
                      "producer_id": -1, "producer_epoch": -1, "base_sequence": -1, "record_count": 3}  # fmt: skip
-    assert _rows(got.records, ["offset", "timestamp", "key", "value", "headers"]) == [
-        {"offset": 0, "timestamp": T0 + 5, "key": None, "value": b"a", "headers": []},
-        {"offset": 1, "timestamp": T0, "key": None, "value": None, "headers": []},
-        {"offset": 2, "timestamp": T0 + 9, "key": None, "value": b"c", "headers": []},
+    assert _rows(got.records, ["record_offset", "timestamp", "key", "value", "headers"]) == [
+        {"record_offset": 0, "timestamp": T0 + 5, "key": None, "value": b"a", "headers": []},
+        {"record_offset": 1, "timestamp": T0, "key": None, "value": None, "headers": []},
+        {"record_offset": 2, "timestamp": T0 + 9, "key": None, "value": b"c", "headers": []},
     ]
     # offsets count up from a given base offset; an empty batch is a header alone
     out = ak.encode_records(
         pa.table({"base_offset": [500, 9], "row": [0, 1]}), pa.table({"batch": [0, 0], "value": [b"x", b"y"]})
     )
     got = ak.decode_records(out)
-    assert got.records.column("offset").to_pylist() == [500, 501]
+    assert got.records.column("record_offset").to_pylist() == [500, 501]
     assert got.batches.column("record_count").to_pylist() == [2, 0]
     assert len(out[1].as_py()) == 61
 
@@ -320,7 +320,7 @@ def test_batches_go_into_their_rows_in_the_order_given() -> None:
         {"row": 2, "base_offset": 10}, {"row": 2, "base_offset": 30},
     ]  # fmt: skip
     assert got.records.column("value").to_pylist() == [b"b", b"d", b"a", b"c1", b"c2"]
-    assert got.records.column("offset").to_pylist() == [20, 40, 10, 30, 31]
+    assert got.records.column("record_offset").to_pylist() == [20, 40, 10, 30, 31]
     # records in any order, tables in chunks or slices: the same bytes
     shuffled = records.take([3, 0, 2, 1, 4])  # each batch's records still in their order
     chunked = pa.concat_tables([shuffled.slice(0, 2), shuffled.slice(2)])
@@ -359,7 +359,7 @@ def test_control_batches_round_trip() -> None:
     })  # fmt: skip
     out = ak.encode_records(batches, records)
     got = ak.decode_records(out)
-    assert [(m["offset"], m["type"], m["coordinator_epoch"]) for m in got.markers.to_pylist()] == [
+    assert [(m["record_offset"], m["type"], m["coordinator_epoch"]) for m in got.markers.to_pylist()] == [
         (1, "COMMIT", 17), (2, "ABORT", 18), (3, "LEADER_CHANGE", None),
     ]  # fmt: skip
     assert got.control["LeaderChangeMessage"].column("leader_id").to_pylist() == [3]
@@ -374,15 +374,15 @@ def test_extreme_offsets_and_timestamps() -> None:
     batches = pa.table(
         {"base_offset": [0], "base_timestamp": pa.array([-(1 << 62)], pa.timestamp("ms", "UTC"))}
     )
-    records = pa.table({"offset": pa.array([0, (1 << 31) - 1, -(1 << 31)], pa.int64()),
+    records = pa.table({"record_offset": pa.array([0, (1 << 31) - 1, -(1 << 31)], pa.int64()),
                         "timestamp": pa.array([None, (1 << 62) - 1, -(1 << 62)], pa.timestamp("ms", "UTC"))})  # fmt: skip
     got = ak.decode_records(ak.encode_records(batches, records))
-    assert _rows(got.records, ["offset", "timestamp"]) == _rows(records, ["offset", "timestamp"])
-    out = ak.encode_records(pa.table({"base_offset": [lo]}), pa.table({"offset": [lo, lo + 5]}))
-    assert ak.decode_records(out).records.column("offset").to_pylist() == [lo, lo + 5]
+    assert _rows(got.records, ["record_offset", "timestamp"]) == _rows(records, ["record_offset", "timestamp"])
+    out = ak.encode_records(pa.table({"base_offset": [lo]}), pa.table({"record_offset": [lo, lo + 5]}))
+    assert ak.decode_records(out).records.column("record_offset").to_pylist() == [lo, lo + 5]
     out = ak.encode_records(pa.table({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}),
-                            pa.table({"offset": [hi - 1, hi]}))  # fmt: skip
-    assert ak.decode_records(out).records.column("offset").to_pylist() == [hi - 1, hi]
+                            pa.table({"record_offset": [hi - 1, hi]}))  # fmt: skip
+    assert ak.decode_records(out).records.column("record_offset").to_pylist() == [hi - 1, hi]
 
 
 # ---- the codecs as Kafka's Java client writes them ----------------------------------------------
@@ -440,9 +440,9 @@ BAD = {
     "control key version": ({"control": [True]}, {"key": [b"\xff\xff\x00\x01"], "value": [b"\x00" * 6]}, "records[0].key", 0, "control record key version -1"),
     "marker value short": ({"control": [True, True]}, {"batch": [0, 1], "key": [MARKER_KEY] * 2, "value": [b"\x00" * 6, b"\x00"]}, "records[1].value", 1, "a COMMIT marker value of 1 bytes"),
     "raft value short": ({"control": [True]}, {"key": [struct.pack(">hh", 0, 3)], "value": [b""]}, "records[0].value", 0, "a SnapshotHeaderRecord value of 0 bytes"),
-    "offset delta over int32": ({"base_offset": [5]}, {"offset": [5, 5 + (1 << 31)]}, "records[1].offset", 1, "offset 2147483653 is 2147483648 from its batch's base_offset 5: the delta must fit int32"),
-    "offset delta under int32": ({"base_offset": [5]}, {"offset": [5 - (1 << 31) - 1]}, "records[0].offset", 0, "the delta must fit int32"),
-    "offset delta overflows": ({"base_offset": [-(1 << 63)]}, {"offset": [(1 << 63) - 1]}, "records[0].offset", 0, "the delta must fit int32"),
+    "offset delta over int32": ({"base_offset": [5]}, {"record_offset": [5, 5 + (1 << 31)]}, "records[1].record_offset", 1, "offset 2147483653 is 2147483648 from its batch's base_offset 5: the delta must fit int32"),
+    "offset delta under int32": ({"base_offset": [5]}, {"record_offset": [5 - (1 << 31) - 1]}, "records[0].record_offset", 0, "the delta must fit int32"),
+    "offset delta overflows": ({"base_offset": [-(1 << 63)]}, {"record_offset": [(1 << 63) - 1]}, "records[0].record_offset", 0, "the delta must fit int32"),
     "timestamp delta overflows": ({"base_timestamp": pa.array([-(1 << 62)], TS)}, {"timestamp": pa.array([0, (1 << 63) - 1], TS)}, "records[1].timestamp", 1, "too far from its batch's base timestamp"),
     "last offset delta": ({"last_offset_delta": [1 << 31]}, {"value": [b""]}, "batches[0].last_offset_delta", 0, "last_offset_delta 2147483648 does not fit int32"),
     "zstd in magic 1": ({"magic": pa.array([1], pa.int8()), "codec": ["zstd"]}, {"value": [b""]}, "batches[0].codec", 0, "codec zstd does not exist in magic 1 (it needs magic 2)"),
@@ -463,8 +463,8 @@ BAD = {
     "producer id in magic 0": ({"magic": pa.array([0], pa.int8()), "producer_id": [7]}, {"value": [b""]}, "batches[0].producer_id", 0, "magic 0 batches have no producer_id"),
     "producer epoch over int16": ({"producer_epoch": [1 << 15]}, {"value": [b""]}, "batches[0].producer_epoch", 0, "producer_epoch 32768 is out of range"),
     "delete horizon in magic 1": ({"magic": pa.array([1], pa.int8()), "delete_horizon": pa.array([T0], TS)}, {"value": [b""]}, "batches[0].delete_horizon", 0, "magic 1 batches have no delete horizon"),
-    "base offset of a magic 0 message": ({"magic": pa.array([0], pa.int8()), "base_offset": [7]}, {"offset": [9]}, "batches[0].base_offset", 0, "base_offset 7 is not what the records of this magic 0 message make (9)"),
-    "base offset of a wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"], "base_offset": [3]}, {"offset": [4, 5]}, "batches[0].base_offset", 0, "base_offset 3 is not what the records of this magic 1 message make (4)"),
+    "base offset of a magic 0 message": ({"magic": pa.array([0], pa.int8()), "base_offset": [7]}, {"record_offset": [9]}, "batches[0].base_offset", 0, "base_offset 7 is not what the records of this magic 0 message make (9)"),
+    "base offset of a wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"], "base_offset": [3]}, {"record_offset": [4, 5]}, "batches[0].base_offset", 0, "base_offset 3 is not what the records of this magic 1 message make (4)"),
     "last offset delta in magic 1": ({"magic": pa.array([1], pa.int8()), "last_offset_delta": [0]}, {"value": [b""]}, "batches[0].last_offset_delta", 0, "a magic 1 message has no last_offset_delta (leave it null)"),
     "base timestamp in magic 0": ({"magic": pa.array([0], pa.int8()), "base_timestamp": pa.array([T0], TS)}, {"value": [b""]}, "batches[0].base_timestamp", 0, "a magic 0 message has no base_timestamp"),
     "max timestamp in magic 0": ({"magic": pa.array([0], pa.int8()), "max_timestamp": pa.array([T0], TS)}, {"value": [b""]}, "batches[0].max_timestamp", 0, "a magic 0 message has no max_timestamp"),
@@ -472,10 +472,10 @@ BAD = {
     "partial batch": ({"partial": [False, True]}, {"batch": [0]}, "batches[1].partial", 1, "a partial batch"),
     "failed batch": ({"error": [None, "CRC-32C mismatch"]}, {"batch": [0]}, "batches[1].error", 1, "a batch that did not decode (CRC-32C mismatch) cannot be written"),
     "batch out of range": ({"codec": ["none"]}, {"batch": [0, 1]}, "records[1].batch", 1, "batch 1 is not a row of batches (1 rows)"),
-    "null offset": ({}, {"offset": pa.array([1, None], pa.int64())}, "records[1].offset", 1, "null offset"),
+    "null offset": ({}, {"record_offset": pa.array([1, None], pa.int64())}, "records[1].record_offset", 1, "null record_offset"),
     "null row": ({"row": pa.array([None], pa.int64())}, {"value": [b""]}, "batches[0].row", 0, "null row"),
     "row past the values one call writes": ({"row": [1 << 40]}, {"value": [b""]}, "batches[0].row", 0, "past the 268435456 values"),
-    "negative offset in a wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}, {"offset": [-10, -5]}, "records[0].offset", 0, "offset -10 is negative"),
+    "negative offset in a wrapper": ({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}, {"record_offset": [-10, -5]}, "records[0].record_offset", 0, "offset -10 is negative"),
     "row past num_values": ({"row": [0, 3]}, {"batch": [0]}, "batches[1].row", 1, "row 3 is past the output's 2 values"),
 }  # fmt: skip
 

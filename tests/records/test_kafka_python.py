@@ -57,7 +57,7 @@ def test_every_magic_and_codec_reads_as_kafka_python_reads_it(magic: int, codec:
     # every record lies in a batch whose offsets it is between
     first = pa.compute.take(b.column("base_offset"), got.records.column("batch")).to_pylist()
     last = pa.compute.take(b.column("last_offset"), got.records.column("batch")).to_pylist()
-    offsets = got.records.column("offset").to_pylist()
+    offsets = got.records.column("record_offset").to_pylist()
     assert all(f <= o <= la for f, o, la in zip(first, offsets, last, strict=True))
 
 

@@ -132,7 +132,7 @@ def test_uncompressed_real_batches_read_as_kio_reads_them(decoded: dict) -> None
             got = ak.decode_records([value])
             if set(got.batches.column("codec").to_pylist()) != {"none"}:
                 continue
-            mine = [(r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+            mine = [(r["record_offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
                     for r in got.records.to_pylist()]  # fmt: skip
             assert mine == _kio_records(value)
             checked += len(mine)

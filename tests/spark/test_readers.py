@@ -52,6 +52,22 @@ def test_duckdb_pandas_and_polars_read_every_table(written: list[Path]) -> None:
         assert pl.read_parquet(path).height == n, path
 
 
+def test_every_column_is_named_as_sql_takes_it(written: list[Path]) -> None:
+    # no column needs quoting: none is a reserved word of DuckDB's SQL (`offset` was)
+    reserved = {
+        w
+        for (w,) in duckdb.sql(
+            "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'"
+        ).fetchall()
+    }
+    assert "offset" in reserved
+    for path in written:
+        names = pq.read_schema(path).names
+        assert not {n.lower() for n in names} & reserved, path
+        got = duckdb.sql(f"SELECT {', '.join(names)} FROM read_parquet('{path}') LIMIT 1").columns
+        assert got == names, path
+
+
 def test_the_types_are_the_portable_ones(written: list[Path]) -> None:
     # microseconds, no unsigned ints, uuid as 16 bytes; _latency_ns keeps the nanoseconds
     fetch = pq.read_table(next(p for p in written if p.name == "FetchResponse.parquet"))

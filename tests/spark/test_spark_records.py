@@ -25,17 +25,18 @@ def _values() -> list[bytes]:
 def test_a_records_column(spark: Any) -> None:
     values = _values()
     df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "topic_row int, records binary")
-    rows = decode_records_column(df, "records").orderBy("topic_row", "offset").collect()
+    rows = decode_records_column(df, "records").orderBy("topic_row", "record_offset").collect()
     local = ak.decode_records(values)
     expected = local.records.to_pylist()
     assert len(rows) == len(expected)
     row_of = local.batches.column("row").to_pylist()
     codecs = local.batches.column("codec").to_pylist()
     for got, want in zip(
-        rows, sorted(expected, key=lambda r: (row_of[r["batch"]], r["offset"])), strict=True
+        rows, sorted(expected, key=lambda r: (row_of[r["batch"]], r["record_offset"])), strict=True
     ):
         assert got["topic_row"] == row_of[want["batch"]]
-        assert (got["offset"], got["key"], got["value"]) == (want["offset"], want["key"], want["value"])
+        fields = ("record_offset", "key", "value")
+        assert [got[f] for f in fields] == [want[f] for f in fields]
         assert [(h["key"], h["value"]) for h in got["headers"]] == [
             (h["key"], h["value"]) for h in want["headers"]
         ]
@@ -59,9 +60,9 @@ def test_segments_one_task_per_file(spark: Any, tmp_path: Path) -> None:
     got = spark.read.parquet(str(tmp_path / "out" / "records.parquet"))
     assert got.count() == local.records
     want = pq.read_table(tmp_path / "local" / "records.parquet").drop_columns(["batch_id"])
-    mine = pq.read_table(tmp_path / "out" / "records.parquet").drop_columns(["batch_id"]).sort_by(
-        [("file", "ascending"), ("offset", "ascending")])  # fmt: skip
-    assert mine.to_pylist() == want.sort_by([("file", "ascending"), ("offset", "ascending")]).to_pylist()
+    order = [("file", "ascending"), ("record_offset", "ascending")]
+    mine = pq.read_table(tmp_path / "out" / "records.parquet").drop_columns(["batch_id"]).sort_by(order)
+    assert mine.to_pylist() == want.sort_by(order).to_pylist()
     ids = (
         spark.read.parquet(str(tmp_path / "out" / "record_batches.parquet"))
         .select("batch_id")

@@ -223,7 +223,7 @@ def tables(live: Live) -> dict[str, dict[tuple[str, str], list[dict[str, Any]]]]
     for name in ("record_batches", "records"):
         by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         rows = live.rows(name)
-        order = "position" if name == "record_batches" else "offset"
+        order = "position" if name == "record_batches" else "record_offset"
         for r in sorted(rows, key=lambda r: (r["_ts_first"], r["batch_id"], r[order])):
             by[(r["_message"], r["topic"])].append(r)
         out[name] = dict(by)
@@ -325,8 +325,8 @@ def test_fetch_responses_carry_what_was_received(live: Live, tables: dict, clien
     # a batch fetched twice (a fetch from inside a compressed batch gets it whole) reads the same
     fetched: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:
-        rec = _as_report(r) | {"offset": r["offset"]}
-        assert fetched.setdefault((r["partition"], r["offset"]), rec) == rec
+        rec = _as_report(r) | {"offset": r["record_offset"]}  # as the client's report names it
+        assert fetched.setdefault((r["partition"], r["record_offset"]), rec) == rec
     received = live.reports[client]["topics"][_topic(client, codec)]["received"]
     assert sorted(fetched.values(), key=lambda r: (r["partition"], r["offset"])) == sorted(
         received, key=lambda r: (r["partition"], r["offset"])

@@ -42,7 +42,28 @@ def rows(
         [pa.field(f.name, types.get(f.name, loose(f.type))) for f in specs.arrow_schema(name, version)]
     )
     full = [{**default_struct(specs[name], specs[name].root, version), **v} for v in values]
-    return pa.RecordBatch.from_pylist(uuids_as_bytes(full), schema=schema)
+    return pa.RecordBatch.from_pylist(
+        uuids_as_bytes(filled(full, pa.list_(pa.struct(list(schema))))), schema=schema
+    )
+
+
+def filled(value: Any, t: pa.DataType) -> Any:
+    """``value`` with an empty ``_unknown_tags`` and ``_tags_present`` in every struct that has
+    the column but not the key (the encoder refuses a null in either)."""
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        out = dict(value)
+        for i in range(t.num_fields):
+            f = t.field(i)
+            if f.name in ("_unknown_tags", "_tags_present") and f.name not in out:
+                out[f.name] = []
+            elif f.name in out:
+                out[f.name] = filled(out[f.name], f.type)
+        return out
+    if pa.types.is_list(t):
+        return [filled(v, t.value_type) for v in value]
+    return value
 
 
 def fails(
@@ -141,7 +162,7 @@ def test_kip625_fixed32_of_an_int64_is_range_checked() -> None:
         assert ref.decode(FEATURES["VarintEncodingsResponse"], v, body)["too_small"] == 2**31
 
 
-def test_classic_string_over_32767_bytes() -> None:
+def test_string_over_32767_bytes_in_every_version() -> None:
     long = "x" * 32768
     batch = rows("MetadataRequest", 1, [{"topics": [{"name": "ok"}, {"name": long}]}])
     fails(
@@ -150,10 +171,24 @@ def test_classic_string_over_32767_bytes() -> None:
         1,
         "string of 32768 bytes is longer than 32767 at $.topics[1].name (row 0, MetadataRequest v1)",
     )
-    # a compact string has no such limit
-    flexible = rows("MetadataRequest", 9, [{"topics": [{"name": long}]}])
-    (body,) = SPECS.encode(flexible, "MetadataRequest", 9).to_pylist()
-    assert ref.decode(SPECS["MetadataRequest"], 9, body)["topics"][0]["name"] == long
+    # a compact string too: Kafka's generated code refuses a longer one in every version
+    flexible = rows("MetadataRequest", 9, [{"topics": [{"name": "ok"}]}, {"topics": [{"name": long}]}])
+    fails(
+        flexible,
+        "MetadataRequest",
+        9,
+        "string of 32768 bytes is longer than 32767 at $.topics[0].name (row 1, MetadataRequest v9)",
+    )
+    # 32767 bytes of UTF-8 (not characters) is the most
+    edge = "\u00e9" * 16383 + "x"
+    assert len(edge.encode()) == 32767
+    (body,) = SPECS.encode(
+        rows("MetadataRequest", 9, [{"topics": [{"name": edge}]}]), "MetadataRequest", 9
+    ).to_pylist()
+    assert ref.decode(SPECS["MetadataRequest"], 9, body)["topics"][0]["name"] == edge
+    over = rows("MetadataRequest", 9, [{"topics": [{"name": edge + "\u00e9"}]}])
+    fails(over, "MetadataRequest", 9,
+          "string of 32769 bytes is longer than 32767 at $.topics[0].name (row 0, MetadataRequest v9)")  # fmt: skip
 
 
 def test_values_no_row_reaches_are_not_checked() -> None:
