@@ -377,7 +377,8 @@ def test_extreme_offsets_and_timestamps() -> None:
     records = pa.table({"record_offset": pa.array([0, (1 << 31) - 1, -(1 << 31)], pa.int64()),
                         "timestamp": pa.array([None, (1 << 62) - 1, -(1 << 62)], pa.timestamp("ms", "UTC"))})  # fmt: skip
     got = ak.decode_records(ak.encode_records(batches, records))
-    assert _rows(got.records, ["record_offset", "timestamp"]) == _rows(records, ["record_offset", "timestamp"])
+    cols = ["record_offset", "timestamp"]
+    assert _rows(got.records, cols) == _rows(records, cols)
     out = ak.encode_records(pa.table({"base_offset": [lo]}), pa.table({"record_offset": [lo, lo + 5]}))
     assert ak.decode_records(out).records.column("record_offset").to_pylist() == [lo, lo + 5]
     out = ak.encode_records(pa.table({"magic": pa.array([1], pa.int8()), "codec": ["gzip"]}),
