@@ -74,6 +74,13 @@ def records_of(
     name from ``topic_names`` (what the capture's Metadata responses said so far)."""
     topics_list, name_field, id_field, parts_list, index_field = SOURCES[message]
     schemas = record_schemas(payloads)
+    if table.num_rows == 0:  # (every body rejected; and an empty uuid column cannot combine)
+        return RecordTables(
+            schemas["record_batches"].empty_table(),
+            schemas["records"].empty_table(),
+            schemas["record_markers"].empty_table(),
+            REJECT_SCHEMA.empty_table(),
+        )
     topics = table.column(topics_list).combine_chunks()
     topic = pc.list_flatten(topics)
     topic_row = pc.list_parent_indices(topics)

@@ -38,6 +38,8 @@ def learn_topic_names(tables: dict[str, list[pa.Table]], names: dict[bytes, str]
     """Add to ``names`` (topic id bytes -> name) what the decoded responses in ``tables`` say."""
     for message, column in TOPIC_NAMES.items():
         for table in tables.get(message, []):
+            if table.num_rows == 0:  # (every body rejected; and an empty uuid column cannot combine)
+                continue
             topic = pc.list_flatten(table.column(column).combine_chunks())
             ids = pc.struct_field(topic, "topic_id").storage.to_pylist()
             for tid, name in zip(ids, pc.struct_field(topic, "name").to_pylist(), strict=True):

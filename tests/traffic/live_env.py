@@ -250,3 +250,30 @@ def stop(proc: Popen, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         proc.wait(5)
+
+
+def established_clients(port: int) -> set[int]:
+    """The local ports of this host's TCP connections to 127.0.0.1:``port`` that are
+    established right now, read from /proc/net/tcp (the kernel's own table, independent of any
+    capture): proof that a connection was opened before a capture started."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        _, local, remote, state, *_ = line.split()
+        r_ip, r_port = remote.split(":")
+        # 01 = TCP_ESTABLISHED; the address is the 32-bit value in host order, ports are not
+        if state == "01" and int(r_port, 16) == port and r_ip in ("0100007F", "7F000001"):
+            found.add(int(local.split(":")[1], 16))
+    return found
+
+
+def wait_for_file(path: Path, proc: Popen, log: Path, seconds: float) -> None:
+    """Wait until ``path`` exists (written by ``proc``), failing at once if ``proc`` exits."""
+    end = time.monotonic() + seconds
+    while not path.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"exited {proc.returncode} before writing {path.name}: {log.read_text()[-3000:]}"
+            )
+        if time.monotonic() > end:
+            raise RuntimeError(f"no {path.name} after {seconds:.0f} s: {log.read_text()[-3000:]}")
+        time.sleep(0.05)

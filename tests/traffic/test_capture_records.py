@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
+from arrowkafka.traffic.columns import TABLE_COLUMNS
 from arrowkafka.traffic.parquet import decode_capture
-from arrowkafka.traffic.topic_names import name_topics, named_schema
+from arrowkafka.traffic.records import records_of
+from arrowkafka.traffic.topic_names import learn_topic_names, name_topics, named_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ("tansu_confluent", "noida_kafka_python", "kafka091_legacy")
@@ -145,6 +148,23 @@ def test_name_topics_null_where_the_capture_never_said() -> None:
     unnamed = name_topics(tables, specs, "FetchResponse", {})
     assert [t["topic"] for t in unnamed.column("responses").to_pylist()[0]] == [None]
     assert named.schema == unnamed.schema == named_schema(specs, "FetchResponse")
+
+
+def test_a_group_whose_every_body_was_rejected() -> None:
+    # decode keeps an empty table for such a group; its uuid columns cannot be combined, which
+    # once let pyarrow's "extension" error out of the command (found by tests/fuzz)
+    specs = ak.load_specs()
+    for message in ("MetadataResponse", "FetchResponse"):
+        empty = pa.Table.from_batches([], schema=specs.arrow_schema(message))  # no chunks
+        names: dict[bytes, str] = {}
+        learn_topic_names({message: [empty]}, names)
+        assert names == {}
+    empty = pa.Table.from_batches(
+        [], schema=pa.schema([*TABLE_COLUMNS, *specs.arrow_schema("FetchResponse")])
+    )
+    got = records_of(empty, "FetchResponse", 0, True, "x.pcap", {})
+    assert (got.batches.num_rows, got.records.num_rows, got.rejects.num_rows) == (0, 0, 0)
+    assert name_topics(empty, specs, "FetchResponse", {}).num_rows == 0
 
 
 def decode_frames_like(specs: Any, body: bytes) -> Any:
