@@ -326,7 +326,9 @@ def main(argv: Sequence[str] | None = None, *, leave_when_interrupted: bool = Fa
     interrupted = _Interrupt.install(leave_when_interrupted)
     try:
         args = build_parser().parse_args(argv)
-        return int(args.run(args))
+        status = int(args.run(args))
+        # an interrupt a library swallowed, or one asked again as the job finished
+        return interrupted.say() if interrupted.seen else status
     except (ArrowKafkaError, KeyError, UserError) as e:
         if interrupted.seen:
             return interrupted.say()
@@ -368,6 +370,7 @@ class _Interrupt:
     def __init__(self, leave: bool) -> None:
         self.previous: object = None
         self.seen, self.leave = False, leave
+        self.again: threading.Timer | None = None
 
     @classmethod
     def install(cls, leave: bool) -> _Interrupt:
@@ -383,9 +386,9 @@ class _Interrupt:
         if _in_llvm(frame):
             # a KeyboardInterrupt raised in a callback from LLVM (Numba's compiler) is swallowed
             # there and the job goes on: ask again once the stack has left it
-            again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
-            again.daemon = True
-            again.start()
+            self.again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            self.again.daemon = True
+            self.again.start()
             return
         raise KeyboardInterrupt
 
@@ -399,6 +402,8 @@ class _Interrupt:
         return 130
 
     def uninstall(self) -> None:
+        if self.again is not None:
+            self.again.cancel()  # not asked again after the handler is gone
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
 

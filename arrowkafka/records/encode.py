@@ -356,6 +356,12 @@ class _Records:
         rec = self.rec = np.empty((ke.NR, n), np.int64)
         # offsets
         arr = _array(t, "record_offset", "records")
+        if arr is None and "offset" in t.column_names:  # the column's name before record_offset
+            raise self.err(
+                "no record_offset column, but an offset column: record offsets are read from record_offset",
+                0,
+                "offset",
+            )
         if arr is None:
             base, nulls = b._optional("base_offset")
             base = np.where(nulls, 0, base) if nulls is not None else base

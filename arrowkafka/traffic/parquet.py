@@ -55,7 +55,9 @@ def decode_capture(
     writers: dict[str, pq.ParquetWriter] = {}
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
     held_bytes = 0
-    topic_names: dict[bytes, str] = {}  # topic id -> name, from the Metadata responses seen so far
+    # per capture, topic id -> name: what its Metadata responses said so far (one capture's
+    # names never name another's topics, as in the Spark job)
+    names_of: dict[str, dict[bytes, str]] = defaultdict(dict)
 
     def write(message: str, schema: pa.Schema) -> None:
         # few, large row groups: each costs metadata kept in memory until the file is closed
@@ -73,6 +75,7 @@ def decode_capture(
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
             held["rejects"] += [rejects, *bad]
+            topic_names = names_of[headers.capture]
             learn_topic_names(tables, topic_names)
             for message, parts in tables.items():
                 tables[message] = [name_topics(t, specs, message, topic_names) for t in parts]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -137,10 +138,12 @@ def _fill(
 ) -> pa.Array:
     """``arr`` (one value per row of ``versions``) with the name field of ``where`` filled."""
     if isinstance(arr, pa.ListArray):
-        values = arr.flatten()
-        parents = pc.list_parent_indices(arr)
+        # every value the offsets span, those under a null list too (a writer may leave some)
+        offs = np.asarray(arr.offsets, np.int64)
+        values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+        parents = pa.array(np.repeat(np.arange(len(arr)), np.diff(offs)))
         inner = _fill(values, pc.take(versions, parents), rest, where, known, found)
-        offsets = pc.subtract(arr.offsets, arr.offsets[0])
+        offsets = pa.array((offs - offs[0]).astype(np.int32))
         typ = pa.list_(arr.type.value_field.with_type(inner.type))
         return pa.ListArray.from_arrays(
             offsets, inner, type=typ, mask=arr.is_null() if arr.null_count else None

@@ -291,7 +291,7 @@ def check_bodies(name: str, version: int, bodies: list[bytes], clean_index: int,
                 f"raise: {type(raised).__name__} at message {raised.message_index}; null: {first[:1]}",
             )
         row = {k: v for k, v in first[0].items() if k != "body"}
-        at = row.get("byte_offset", row.get("offset"))  # the column's name as of this writing, or before
+        at = row["byte_offset"]
         if (row["path"], at) != (raised.path, raised.offset):
             raise Finding("raise and null agree", f"raise at {raised.path} byte {raised.offset}; null: {row}")
     # threads agree
@@ -383,7 +383,7 @@ def check_records(values: list[bytes]) -> None:
             f"{type(e).__name__}: {str(e)[:500]}",
             type(e).__name__,
         ) from e
-    cols = [c for c in ("offset", "timestamp", "key", "value", "headers") if c in got.records.column_names]
+    cols = [c for c in ("record_offset", "timestamp", "key", "value", "headers") if c in got.records.column_names]
     if back.records.select(cols).to_pylist() != got.records.select(cols).to_pylist():
         raise Finding("decode -> encode -> decode is a fixpoint", "records differ after encode_records")
 

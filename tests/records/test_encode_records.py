@@ -473,6 +473,7 @@ BAD = {
     "partial batch": ({"partial": [False, True]}, {"batch": [0]}, "batches[1].partial", 1, "a partial batch"),
     "failed batch": ({"error": [None, "CRC-32C mismatch"]}, {"batch": [0]}, "batches[1].error", 1, "a batch that did not decode (CRC-32C mismatch) cannot be written"),
     "batch out of range": ({"codec": ["none"]}, {"batch": [0, 1]}, "records[1].batch", 1, "batch 1 is not a row of batches (1 rows)"),
+    "offset, the old name": ({}, {"offset": [1, 2]}, "records[0].offset", 0, "read from record_offset"),
     "null offset": ({}, {"record_offset": pa.array([1, None], pa.int64())}, "records[1].record_offset", 1, "null record_offset"),
     "null row": ({"row": pa.array([None], pa.int64())}, {"value": [b""]}, "batches[0].row", 0, "null row"),
     "row past the values one call writes": ({"row": [1 << 40]}, {"value": [b""]}, "batches[0].row", 0, "past the 268435456 values"),

@@ -129,20 +129,14 @@ def test_fetch_tables_name_topics_sent_by_id(out: dict[str, Path]) -> None:
     assert v12 == [("ndp-wire-a",)]
 
 
+# a FetchResponse v13 body: throttle, error, session; one topic by id (0x11 * 16) with no
+# partitions and no tags; no tags
+NAMED_BODY = bytes.fromhex("0000000000000000000002" + "11" * 16 + "010000")
+
+
 def test_name_topics_null_where_the_capture_never_said() -> None:
     specs = ak.load_specs()
-    body = bytes.fromhex(
-        "00000000"
-        "0000"
-        "00000000"  # throttle, error, session
-        "02"  # one topic
-        + "11"
-        * 16  # its id
-        + "01"
-        "00"
-        "00"  # no partitions, no tags; no tags
-    )
-    tables = decode_frames_like(specs, body)
+    tables = decode_frames_like(specs, NAMED_BODY)
     named = name_topics(tables, specs, "FetchResponse", {bytes([0x11] * 16): "orders"})
     assert [t["topic"] for t in named.column("responses").to_pylist()[0]] == ["orders"]
     unnamed = name_topics(tables, specs, "FetchResponse", {})
@@ -165,6 +159,44 @@ def test_a_group_whose_every_body_was_rejected() -> None:
     got = records_of(empty, "FetchResponse", 0, True, "x.pcap", {})
     assert (got.batches.num_rows, got.records.num_rows, got.rejects.num_rows) == (0, 0, 0)
     assert name_topics(empty, specs, "FetchResponse", {}).num_rows == 0
+
+
+def test_each_capture_names_its_own_topics(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one run over two captures: the second starts with no names (a topic id is named only by
+    # what its own capture said, as in the Spark job, which keys names by capture)
+    import arrowkafka.traffic.parquet as job
+
+    seen: list[tuple[str, int]] = []
+    real = job.learn_topic_names
+
+    def spy(tables: Any, names: dict[bytes, str]) -> None:
+        seen.append(
+            (next(iter(tables.values()))[0].column("_capture")[0].as_py() if tables else "", len(names))
+        )
+        real(tables, names)
+
+    monkeypatch.setattr(job, "learn_topic_names", spy)
+    first, second = (
+        str(shared / "captures" / f"{c}.pcap") for c in ("tansu_confluent", "noida_kafka_python")
+    )
+    decode_capture([first, second], None, ak.load_specs())
+    firsts = {}
+    for capture, known in seen:
+        firsts.setdefault(capture, known)
+    assert firsts == {first: 0, second: 0}, seen
+
+
+def test_name_topics_over_a_null_list_that_spans_values() -> None:
+    # a null list whose offsets still span values (Arrow allows it; other writers leave them)
+    specs = ak.load_specs()
+    t = decode_frames_like(specs, NAMED_BODY)
+    t = pa.concat_tables([t, t, t]).combine_chunks()
+    col = t.column("responses").chunk(0)
+    masked = pa.ListArray.from_arrays(col.offsets, col.values, mask=pa.array([False, True, False]))
+    t = t.set_column(t.schema.get_field_index("responses"), "responses", masked)
+    got = name_topics(t, specs, "FetchResponse", {bytes([0x11] * 16): "orders"}).column("responses")
+    assert [None if r is None else [x["topic"] for x in r] for r in got.to_pylist()] == [
+        ["orders"], None, ["orders"]]  # fmt: skip
 
 
 def decode_frames_like(specs: Any, body: bytes) -> Any:
