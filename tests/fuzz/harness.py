@@ -383,7 +383,9 @@ def check_records(values: list[bytes]) -> None:
             f"{type(e).__name__}: {str(e)[:500]}",
             type(e).__name__,
         ) from e
-    cols = [c for c in ("record_offset", "timestamp", "key", "value", "headers") if c in got.records.column_names]
+    cols = [
+        c for c in ("record_offset", "timestamp", "key", "value", "headers") if c in got.records.column_names
+    ]
     if back.records.select(cols).to_pylist() != got.records.select(cols).to_pylist():
         raise Finding("decode -> encode -> decode is a fixpoint", "records differ after encode_records")
 
