@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,16 @@ def test_an_interrupted_decode_says_so(tmp_path: Path, after: float) -> None:
     )
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler, as a command starts with: a test run in the background has
+    SIGINT ignored, and a Spark session in this process puts a handler of its own in."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_an_interrupt_a_library_swallowed_is_still_an_interrupt(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -240,6 +251,7 @@ def test_an_interrupt_a_library_swallowed_is_still_an_interrupt(
         main(["specs"])
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_an_interrupt_inside_llvm_waits_until_the_stack_leaves_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,6 +104,6 @@ def test_a_cut_varint_in_a_header_says_how_many_bytes_are_left() -> None:
     # a flexible request header whose tag count is two bytes that both say "more"
     frame, _ = request_frame(18, 3, "abc", TAGS[0], corr=1)  # ApiVersions v3: header v2
     cut = frame[:-5] + b"\x80\x80"  # the (empty) tag count and the body: a cut varint instead
-    cut = r"reading tag count: varint cut short: needs more than the 2 bytes left"
-    with pytest.raises(ak.Truncated, match=cut):
+    expected = r"reading tag count: varint cut short: needs more than the 2 bytes left"
+    with pytest.raises(ak.Truncated, match=expected):
         parse_request(cut, SPECS)
