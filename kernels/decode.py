@@ -302,6 +302,8 @@ def run(
         run_row = -1
         d1 = np.int64(0)
         d2 = np.int64(0)
+        # a tag section's fault, held until the known values before it are read
+        dfr_err, dfr_at, dfr_pos, dfr_d1, dfr_d2, dfr_pc = err, err_pos, pos, d1, d2, pc
         while True:
             upc = np.uint64(pc)  # unsigned indices: no negative-index wraparound
             op = code[upc, 0]
@@ -557,6 +559,7 @@ def run(
                 sec_start = pos
                 last_tag = np.int64(-1)
                 k = np.int64(0)
+                framed = code[upc, 6] == 0  # known tags: their values are read after the walk
                 while op == OPTBUF or k < count:
                     k += 1
                     err_pos = pos
@@ -619,8 +622,16 @@ def run(
                             )
                         counts[valnode] += 1
                     pos += size
-                if err != OK:
-                    break
+                limit = pos
+                held = err != OK
+                if held:
+                    if not framed:
+                        break
+                    # The first fault in byte order wins: known values before this field may
+                    # hold an earlier one. Read them (the walk stops here), then report this.
+                    dfr_err, dfr_at, dfr_pos, dfr_d1, dfr_d2, dfr_pc = err, err_pos, pos, d1, d2, pc
+                    err = OK
+                    limit = err_pos
                 if fill:
                     offs[np.uint64(off_base[un] + counts[un] + 1)] = np.int32(counts[keynode])
                 counts[un] += 1
@@ -634,7 +645,8 @@ def run(
                 stack[sp, 0] = F_SECTION
                 stack[sp, 1] = sec_start
                 stack[sp, 2] = count
-                stack[sp, 3] = pos
+                stack[sp, 3] = -1 if held else pos  # -1: a fault waits at SECTION_END
+                stack[sp, 4] = limit
                 sp += 1
                 pc += 1
             elif op == TAGGED:
@@ -642,12 +654,13 @@ def run(
                 top = sp - 1
                 p = stack[top, 1]
                 count = stack[top, 2]
+                limit = stack[top, 4]
                 found = False
                 fstart = np.int64(0)
                 fsize = np.int64(0)
                 k = np.int64(0)
-                # Already validated by TAGS/OPTBUF: walk the section again to find the tag.
-                while count < 0 or k < count:
+                # Already validated by TAGS/OPTBUF up to limit: walk again to find the tag.
+                while (count < 0 or k < count) and p < limit:
                     k += 1
                     if count >= 0:
                         tv, p, _e = _uvarint(data, p, end, 32)
@@ -683,6 +696,9 @@ def run(
                 sp += 1
             elif op == SECTION_END:
                 sp -= 1
+                if stack[sp, 3] < 0:  # the walk's fault, now that no earlier one was found
+                    err, err_pos, pos, d1, d2, pc = dfr_err, dfr_at, dfr_pos, dfr_d1, dfr_d2, dfr_pc
+                    break
                 pos = stack[sp, 3]
                 pc += 1
             elif op == RET:

@@ -337,31 +337,49 @@ class _Gen:
         else:
             self.put(ind, f"{count} = np.int64(-1)")
         self.put(ind, f"{start} = pos\n{last} = np.int64(-1)\nk = np.int64(0)")
+        # With known tags, a fault in the walk waits until the known values before it are
+        # read (the first fault in byte order wins), as the interpreter's SECTION_END does.
+        held = (
+            None
+            if noframe
+            else (self.new("de"), self.new("da"), self.new("d1"), self.new("d2"), self.new("dp"))
+        )
+        if held:
+            self.put(ind, f"{held[0]} = OK\n{held[1]} = pos\n{held[2]} = np.int64(0)\n{held[3]} = np.int64(0)\n"
+                          f"{held[4]} = pos")  # fmt: skip
+
+        def walk_fail(ind: int, err: str, d1: str = "0", d2: str = "0") -> None:
+            if held is None:
+                self.fail(ind, err, pc, d1, d2)
+                return
+            self.put(ind, f"{held[0]} = {err}\n{held[1]} = ep\n{held[2]} = np.int64({d1})\n"
+                          f"{held[3]} = np.int64({d2})\n{held[4]} = pos\nbreak")  # fmt: skip
+
         self.put(ind, f"while {'True' if op == 'OPTBUF' else f'k < {count}'}:")
         i = ind + 1
         self.put(i, "k += 1\nep = pos")
         if op == "TAGS":
             self.put(i, "tv, pos, err = _varint(data, pos, end, 32)\nif err != OK:")
-            self.fail(i + 1, err, pc)
+            walk_fail(i + 1, err)
             self.put(i, "sv, pos, err = _varint(data, pos, end, 32)\nif err != OK:")
-            self.fail(i + 1, err, pc)
+            walk_fail(i + 1, err)
             self.put(i, "tag = np.int64(tv)\nsize = np.int64(sv)")
         else:
             self.put(i, "zv, pos, err = _varint(data, pos, end, 32)\nif err != OK:")
-            self.fail(i + 1, err, pc)
+            walk_fail(i + 1, err)
             self.put(
                 i,
                 "size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))\nif size == 0:\n    break",
             )
             self.put(i, "if size < 0:")
-            self.fail(i + 1, "E_NEGATIVE", pc, "size")
+            walk_fail(i + 1, "E_NEGATIVE", "size")
             self.put(i, "if end - pos < 2:")
-            self.fail(i + 1, self.trunc(in_tag), pc, "2", "end - pos")
+            walk_fail(i + 1, self.trunc(in_tag), "2", "end - pos")
             self.put(i, "tag = _signed(_be(data, pos, 2), 16)\npos += 2")
         self.put(i, f"if tag <= {last}:")
-        self.fail(i + 1, "E_TAG_ORDER", pc, "tag", last)
+        walk_fail(i + 1, "E_TAG_ORDER", "tag", last)
         self.put(i, f"{last} = tag\nif size > end - pos:")
-        self.fail(i + 1, self.trunc(in_tag), pc, "size", "end - pos")
+        walk_fail(i + 1, self.trunc(in_tag), "size", "end - pos")
         cond = " and ".join(f"tag != {t}" for t in known) or "True"
         self.put(i, f"if {cond}:")
         self.put(i + 1, f"if fill:\n    a32[np.uint64((fixed_base[{key}] >> 2) + counts[{key}])] = np.int32(tag)\n"
@@ -396,15 +414,17 @@ class _Gen:
             self.put(ind, f"counts[{pnode}] += 1")
         if noframe:
             return pc + 1
-        sec_end = self.new("e")
-        self.put(ind, f"{sec_end} = pos")
+        sec_end, limit = self.new("e"), self.new("lim")
+        assert held is not None
+        self.put(ind, f"{sec_end} = pos\n{limit} = pos if {held[0]} == OK else {held[1]}")
+        tags_pc = pc
         pc += 1
         while OPS[int(self.code[pc, 0])] == "TAGGED":
             want, vpc, dpc = (int(x) for x in self.code[pc, 2:5])
             self.put(
                 ind, f"p = {start}\nk = np.int64(0)\nfound = False\nfstart = np.int64(0)\nfsize = np.int64(0)"
             )
-            self.put(ind, f"while {'True' if op == 'OPTBUF' else f'k < {count}'}:")
+            self.put(ind, f"while {'p < ' + limit if op == 'OPTBUF' else f'k < {count} and p < {limit}'}:")
             if op == "TAGS":
                 self.put(ind + 1, "k += 1\ntv, p, _e = _uvarint(data, p, end, 32)\nsv, p, _e = _uvarint(data, p, end, 32)\n"
                                   "tag = np.int64(tv)\nsize = np.int64(sv)")  # fmt: skip
@@ -426,6 +446,8 @@ class _Gen:
             self.segment(dpc, ind + 1, in_tag)
             pc += 1
         assert OPS[int(self.code[pc, 0])] == "SECTION_END"
+        self.put(ind, f"if {held[0]} != OK:\n    pos = {held[4]}")
+        self.fail(ind + 1, held[0], tags_pc, held[2], held[3], at=held[1])
         self.put(ind, f"pos = {sec_end}")
         return pc + 1
 

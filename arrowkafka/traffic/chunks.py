@@ -542,6 +542,12 @@ def _frames(
         packets = c.base + len(c.rec_off)
         is_fast = fast[flow_of]
         st.tcp.segments += int(is_fast.sum())
+        fast_segs = seg.tcp[is_fast]
+        fl = seg.flags[fast_segs]
+        invalid = ((fl & 0x02) != 0) & ((fl & 0x05) != 0)  # SYN with FIN or RST: the census skipped it
+        if invalid.any():
+            st.tcp.invalid_segments += int(invalid.sum())
+            st.tcp.invalid_bytes += int(seg.pay_len[fast_segs[invalid]].sum())
         out = _fast_frames(seg, flow_of[is_fast], seg.tcp[is_fast], skip[is_fast], carry, max_frame_size,
                            c.base, conns, flow_conn, to_broker)  # fmt: skip
         st.frames.requests += int(out.request.sum())

@@ -97,6 +97,10 @@ class Summary:
             lines.append(f"capture cut: {_cut_text(c)} (not read: see rejects)")
         for c in broken:
             lines.append(f"capture framing broken: {_broken_text(c)} (see rejects)")
+        for c in self.capture_stats:
+            if c.tcp.invalid_segments:  # not frames, so in no count above
+                lines.append(f"TCP segments ignored{' in ' + c.name if c.name else ''}: {c.tcp.invalid_segments} with SYN and FIN or RST"
+                             f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them")  # fmt: skip
         if self.record_batches:
             lines.append(f"records {self.records} in {self.record_batches} batches"
                          f" ({self.record_rejects} batches rejected)")  # fmt: skip

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import arrowkafka as ak
+from tests.records.batchtools import records_values
 
 TARGETS = ("body", "records", "capture", "segment", "encode")
 PLANTS = ("plant-wrong", "plant-crash", "plant-hang")
@@ -104,25 +105,13 @@ def _capture_tables() -> dict[str, dict[str, Path]]:
     return out
 
 
-def _records_fields(value: Any, out: list[bytes]) -> None:
-    if isinstance(value, dict):
-        for name, v in value.items():
-            if name == "records" and isinstance(v, bytes) and v:
-                out.append(v)
-            else:
-                _records_fields(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _records_fields(v, out)
-
-
 @cache
 def record_seeds() -> list[bytes]:
     values: list[bytes] = [(SHARED / "vectors" / "record_batch_v2_10rec.bin").read_bytes()]
     for tables in _capture_tables().values():
         for message in ("ProduceRequest", "FetchResponse"):
             if message in tables:
-                _records_fields(pq.read_table(tables[message]).to_pylist(), values)
+                values += records_values(pq.read_table(tables[message]).to_pylist(), skip_empty=True)
     return values
 
 
@@ -457,11 +446,28 @@ HOSTILE: list[Any] = [
 ]
 
 
+# whole values for an ``_unknown_tags`` map: tags out of range, repeated, out of order, on a
+# known tag's number, a value too long for a size varint's comfort, a null value, a null map.
+# (Never a null entry: pyarrow aborts on one, so no caller can hand the encoder such a map.)
+HOSTILE_TAGS: list[Any] = [
+    [],
+    None,
+    [(0, b"")],
+    [(2**31, b"x")],
+    [(2**40, b"x")],
+    [(-1, b"x")],
+    [(5, b"a"), (5, b"b")],
+    [(3, b"a"), (1, b"b")],
+    [(1, b"x" * 70000)],
+    [(1, None)],
+]
+
+
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [at] if at else []
     if isinstance(value, dict):
-        for k, v in value.items():  # not into maps: pyarrow aborts on a null map entry (its fault)
-            out += [] if k == "_unknown_tags" else _paths(v, (*at, k))
+        for k, v in value.items():  # a map as a whole: HOSTILE_TAGS
+            out += [(*at, k)] if k == "_unknown_tags" else _paths(v, (*at, k))
     elif isinstance(value, list):
         for i, v in enumerate(value[:8]):
             out += _paths(v, (*at, i))
@@ -483,7 +489,9 @@ def encoder_input(rng: random.Random) -> tuple[pa.Table, str, int]:
         paths = _paths(rows[0])
         if not paths:
             break
-        _set(rows[0], rng.choice(paths), copy.deepcopy(rng.choice(HOSTILE)))
+        path = rng.choice(paths)
+        pool = HOSTILE_TAGS if path[-1] == "_unknown_tags" else HOSTILE
+        _set(rows[0], path, copy.deepcopy(rng.choice(pool)))
     try:
         return pa.Table.from_pylist(rows, schema=schema), name, version
     except (pa.ArrowException, TypeError, ValueError, OverflowError):

@@ -25,6 +25,27 @@ class Rec:
     timestamp: int | None
 
 
+def records_values(rows: Any, *, skip_empty: bool = False) -> list[bytes]:
+    """Every ``records`` field's bytes in decoded message rows (``to_pylist()`` of a Produce
+    request or Fetch response table), in order."""
+    out: list[bytes] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for name, v in value.items():
+                if name == "records" and isinstance(v, bytes):
+                    if v or not skip_empty:
+                        out.append(v)
+                else:
+                    walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(rows)
+    return out
+
+
 def build(magic: int, codec: int, recs: list[Rec], *, offset: int = 0, **producer: Any) -> bytes:
     """One batch (magic 2) or a message set (magic 0/1; one wrapper when compressed)."""
     b = MemoryRecordsBuilder(magic, codec, batch_size=1 << 30, offset=offset, **producer)

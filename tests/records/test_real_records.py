@@ -8,12 +8,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from batchtools import ours, read
+from batchtools import ours, read, records_values
 
 import arrowkafka as ak
 from arrowkafka.traffic.parquet import decode_capture
@@ -33,18 +32,6 @@ EXPECTED = {
 }  # fmt: skip
 
 
-def _records_fields(value: Any, out: list[bytes]) -> None:
-    if isinstance(value, dict):
-        for name, v in value.items():
-            if name == "records" and isinstance(v, bytes):
-                out.append(v)
-            else:
-                _records_fields(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _records_fields(v, out)
-
-
 @pytest.fixture(scope="module")
 def decoded(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], list[bytes]]:
     out = {}
@@ -52,9 +39,7 @@ def decoded(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tupl
         folder = tmp_path_factory.mktemp(capture)
         decode_capture([shared / "captures" / f"{capture}.pcap"], folder, ak.load_specs())
         for message in ("ProduceRequest", "FetchResponse"):
-            values: list[bytes] = []
-            _records_fields(pq.read_table(folder / f"{message}.parquet").to_pylist(), values)
-            out[(capture, message)] = values
+            out[(capture, message)] = records_values(pq.read_table(folder / f"{message}.parquet").to_pylist())
     return out
 
 

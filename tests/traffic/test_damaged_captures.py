@@ -63,6 +63,7 @@ def test_syn_fin_rst_capture_decodes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "frames in 0 = rows 0 + rejects 0 (all accounted for)" in proc.stdout, proc.stdout
+    assert f"TCP segments ignored in {capture}: 1 with SYN and FIN or RST (0 payload bytes)" in proc.stdout
     assert pq.read_table(tmp_path / "out" / "rejects.parquet").num_rows == 0
 
 

@@ -48,19 +48,13 @@ class Live:
     seconds: dict[str, float]
 
     def rows(self, message: str) -> list[dict[str, Any]]:
-        path = self.out / f"{message}.parquet"
-        return pq.read_table(path).to_pylist() if path.exists() else []
+        return live_env.parquet_rows(self.out, message)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
     seconds: dict[str, float] = {}
-    tcpdump, seconds["install tcpdump"] = live_env.ensure_tcpdump()
-    python, seconds["install live venv"] = live_env.ensure_venv()
-    tansu = live_env.tansu_binary(python)
-    tansu_version = subprocess.run(
-        [str(tansu), "--version"], capture_output=True, text=True, timeout=10, check=True
-    ).stdout.strip()
+    tcpdump, python, tansu, tansu_version = live_env.broker_tools(seconds)
     work = tmp_path_factory.mktemp("live")
     pcap, report_path, out = work / "live.pcap", work / "report.json", work / "decoded"
     t0 = time.monotonic()

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
@@ -125,23 +124,17 @@ class Live:
     seconds: dict[str, float]
 
     def rows(self, name: str) -> list[dict[str, Any]]:
-        path = self.out / f"{name}.parquet"
-        return pq.read_table(path).to_pylist() if path.exists() else []
+        return live_env.parquet_rows(self.out, name)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
     seconds: dict[str, float] = {}
-    tcpdump, seconds["install tcpdump"] = live_env.ensure_tcpdump()
-    python, seconds["install broker venv"] = live_env.ensure_venv()
+    tcpdump, python, tansu, tansu_version = live_env.broker_tools(seconds)
     kp_python, seconds["install kafka-python venv"] = live_env.ensure_venv(
         live_env.KAFKA_PYTHON_VENV, live_env.KAFKA_PYTHON_PINS
     )
     node_modules, seconds["install kafkajs"] = live_env.ensure_kafkajs()
-    tansu = live_env.tansu_binary(python)
-    tansu_version = subprocess.run(
-        [str(tansu), "--version"], capture_output=True, text=True, timeout=10, check=True
-    ).stdout.strip()
     work = tmp_path_factory.mktemp("live-compression")
     pcap, out = work / "live.pcap", work / "decoded"
     plan = make_plan(int(time.time() * 1000))

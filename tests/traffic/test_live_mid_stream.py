@@ -74,16 +74,13 @@ class Mid:
     seconds: dict[str, float]
 
     def rows(self, message: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
-        path = self.out / f"{message}.parquet"
-        return pq.read_table(path, columns=columns).to_pylist() if path.exists() else []
+        return live_env.parquet_rows(self.out, message, columns)
 
 
 @pytest.fixture(scope="module")
 def mid(tmp_path_factory: pytest.TempPathFactory) -> Mid:
     seconds: dict[str, float] = {}
-    tcpdump, seconds["install tcpdump"] = live_env.ensure_tcpdump()
-    python, seconds["install live venv"] = live_env.ensure_venv()
-    tansu = live_env.tansu_binary(python)
+    tcpdump, python, tansu, _ = live_env.broker_tools(seconds)
     work = tmp_path_factory.mktemp("mid")
     pcap, out, report = work / "mid.pcap", work / "decoded", work / "report.json"
     ready, stop = work / "ready", work / "stop"

@@ -4,19 +4,10 @@
 // A tree node is [filter, label, children]; the filter "kafka.x == v" carries name and value.
 // One process for all captures: loading the 70 MB module costs more than dissecting.
 import fs from 'node:fs/promises';
-import path from 'node:path';
+import { loadWireshark, openCapture, value } from './wiregasm.mjs';
 
-const PKG = process.env.WIREGASM_DIR;
-if (!PKG) throw new Error('WIREGASM_DIR is not set');
-const { default: loadWiregasm } = await import(path.join(PKG, 'dist/wiregasm.js'));
-const wg = await loadWiregasm({
-  locateFile: (p, prefix) => (p.endsWith('.data') ? path.join(PKG, 'dist/wiregasm.data')
-    : p.endsWith('.wasm') ? path.join(PKG, 'dist/wiregasm.wasm') : prefix + p),
-  printErr: () => {}, print: () => {}, handleStatus: () => {},
-});
-wg.init();
+const wg = await loadWireshark();
 
-const value = (f) => { const i = f.indexOf(' == '); return i < 0 ? null : f.slice(i + 4); };
 const tree = (nodes) => {
   const out = [];
   for (let i = 0; i < nodes.size(); i++) {
@@ -27,10 +18,7 @@ const tree = (nodes) => {
 };
 
 async function dump(pcap, outPath) {
-  wg.FS.writeFile('/uploads/cap.pcap', await fs.readFile(pcap));
-  const sess = new wg.DissectSession('/uploads/cap.pcap');
-  const ld = sess.load();
-  if (ld.code !== 0) throw new Error(`wiregasm could not load ${pcap}: ${ld.error}`);
+  const { sess, close } = await openCapture(wg, pcap);
   const pdus = [];
   const malformed = [];
   const frames = sess.getFrames('kafka', 0, 0);
@@ -55,8 +43,7 @@ async function dump(pcap, outPath) {
     walk(f.tree);
     f.delete?.();
   }
-  sess.delete();
-  wg.FS.unlink('/uploads/cap.pcap');
+  close();
   await fs.writeFile(outPath, JSON.stringify({ wireshark: wg.wiresharkVersion(), pdus, malformed }));
 }
 

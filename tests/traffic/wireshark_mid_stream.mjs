@@ -7,19 +7,12 @@
 // label], ...]}. A response's api key and version are the ones Wireshark took from its request
 // (null when it saw none: "request missing"); record keys are latin1 strings, in wire order.
 import fs from 'node:fs/promises';
-import path from 'node:path';
+import { loadWireshark, openCapture, value } from './wiregasm.mjs';
 
-const PKG = process.env.WIREGASM_DIR;
-if (!PKG) throw new Error('WIREGASM_DIR is not set');
 const [pcap, port, outPath] = process.argv.slice(2);
 if (!outPath) throw new Error('usage: wireshark_mid_stream.mjs IN.pcap PORT OUT.json');
-const { default: loadWiregasm } = await import(path.join(PKG, 'dist/wiregasm.js'));
-const wg = await loadWiregasm({
-  locateFile: (p, prefix) => (p.endsWith('.data') ? path.join(PKG, 'dist/wiregasm.data')
-    : p.endsWith('.wasm') ? path.join(PKG, 'dist/wiregasm.wasm') : prefix + p),
-  printErr: () => {}, print: () => {}, handleStatus: () => {},
-});
-wg.init();
+const wg = await loadWireshark();
+
 // the Kafka dissector listens on 9092 only, unless told otherwise; and the packet list's
 // columns are the header fields wanted: reading them is cheap, reading a frame's tree is not
 const COLUMNS = ['tcp.srcport', 'tcp.dstport', 'kafka.api_key', 'kafka.api_version', 'kafka.response.version',
@@ -32,14 +25,10 @@ for (const [module, key, v] of prefs) {
 }
 wg.applyPreferences();
 
-const value = (f) => { const i = f.indexOf(' == '); return i < 0 ? null : f.slice(i + 4); };
 const num = (f) => { const v = value(f); return v === null ? null : Number(v); };
 const hexText = (v) => Buffer.from(v.replaceAll(':', ''), 'hex').toString('latin1');
 
-wg.FS.writeFile('/uploads/cap.pcap', await fs.readFile(pcap));
-const sess = new wg.DissectSession('/uploads/cap.pcap');
-const ld = sess.load();
-if (ld.code !== 0) throw new Error(`wiregasm could not load ${pcap}: ${ld.error}`);
+const { sess, close } = await openCapture(wg, pcap);
 const pdus = [];
 const malformed = [];
 const frames = sess.getFrames('kafka', 0, 0);
@@ -107,5 +96,5 @@ for (let i = 0; i < frames.frames.size(); i++) {
   f.follow.delete();
 }
 frames.frames.delete();
-sess.delete();
+close();
 await fs.writeFile(outPath, JSON.stringify({ wireshark: wg.wiresharkVersion(), port: Number(port), pdus, malformed }));

@@ -6,7 +6,7 @@ the plan) says it in the same words and fills the same status slots.
 - a string over 32767 bytes, compact lengths included (``bytes`` have no such limit);
 - the first fault in byte order wins: an array count is bounded by a byte per element, as in
   Kafka's ``readArray``, not by its elements' smallest size, which reported Truncated ahead of
-  a corrupt element;
+  a corrupt element; and a fault in a tag section's walk waits for the known values before it;
 - a varint cut short by the end of the body says how many bytes were left, at its first byte.
 """
 
@@ -65,6 +65,17 @@ CASES = [
     # the size of a tagged field (after its tag): reported at the size's own first byte
     ("ApiVersionsRequest", 3, bytes.fromhex("0101010580"), ak.Truncated,
      "reading tagged fields: varint cut short: needs more than the 1 bytes left", "$", 4),
+    # a tag section is walked before its known values are read, but a fault in a known value
+    # comes first in byte order, so it wins over the walk's: a size past the end, a tag out of order
+    ("ApiVersionsResponse", 3, bytes.fromhex("0000" "01" "00000000" "02" "000100" "017f00"), ak.Corrupt,
+     "reading []SupportedFeatureKey: null in a field that is not nullable in this version",
+     "$.supported_features", 10),
+    ("ApiVersionsResponse", 3, bytes.fromhex("0000" "01" "00000000" "02" "000100" "000100"), ak.Corrupt,
+     "reading []SupportedFeatureKey: null in a field that is not nullable in this version",
+     "$.supported_features", 10),
+    # ... and with the known value sound, the walk's fault stands
+    ("ApiVersionsResponse", 3, bytes.fromhex("0000" "01" "00000000" "02" "000101" "017f00"), ak.Truncated,
+     "reading tagged fields: needs 127 bytes, 1 left", "$", 11),
     # a fixed-width length says what it needs
     ("SaslHandshakeRequest", 1, bytes.fromhex("00"), ak.Truncated,
      "reading string: needs 2 bytes, 1 left", "$.mechanism", 0),
