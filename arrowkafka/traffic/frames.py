@@ -15,7 +15,11 @@ a request header; at the end of the capture, failing all that, the side with the
 
 Re-synchronising (after a gap of unknown content, or where the capture picked a stream up): a
 request frame starts at a size prefix followed by a plausible request header (api_key 0..100,
-api_version 0..30, client id length -1..size-10), confirmed by the next frame being one too; a
+api_version 0..30, client id length -1..size-10), confirmed by the next frame being one too
+with the same client id (a client sends one on a connection). Without that client id, the
+start counts only if no later start can prove one: a Produce request's records field (before
+v9) ends its frame and reads as a request with the next one after it. A request direction holds
+its bytes (up to 1 MiB) until a start is proven, so torn bytes are skipped as one piece; a
 response frame starts at a size prefix followed by the correlation id of a request on the same
 connection not answered yet, confirmed by the next frame answering a later request (Kafka
 answers in order). A stream picked up mid-way is first tried at its first byte. A response
@@ -282,6 +286,28 @@ def _plausible_request(b: bytes | bytearray, p: int, max_size: int) -> bool:
     return True
 
 
+def _client_len(b: bytes | bytearray, p: int) -> int:
+    """The client id's length in the request header at ``b[p]`` (0 when null or absent)."""
+    if p + 14 > len(b) or not has_client_id(*_REQ_HEAD.unpack_from(b, p)[1:]):
+        return 0
+    return max(int(_I16.unpack_from(b, p + 12)[0]), 0)
+
+
+def _same_client(b: bytes | bytearray, p: int, q: int) -> bool | None:
+    """Whether the request headers at ``b[p]`` and ``b[q]`` name the same client id (a client
+    sends one on every request of a connection); True where either header has none, None where
+    the bytes end before ``q``'s client id does."""
+    if q + 14 > len(b):
+        return None
+    (_, kp, vp), (_, kq, vq) = _REQ_HEAD.unpack_from(b, p), _REQ_HEAD.unpack_from(b, q)
+    if not (has_client_id(kp, vp) and has_client_id(kq, vq)):
+        return True
+    (lp,), (lq,) = _I16.unpack_from(b, p + 12), _I16.unpack_from(b, q + 12)
+    if q + 14 + max(lq, 0) > len(b):
+        return None
+    return lp == lq and b[p + 14 : p + 14 + max(lp, 0)] == b[q + 14 : q + 14 + max(lq, 0)]
+
+
 class _Conn:
     __slots__ = (
         "ck",
@@ -324,6 +350,7 @@ class _Dir:
         "nowait",
         "parked",
         "role",
+        "scanned",
         "start",
         "synced",
         "tail",
@@ -340,6 +367,7 @@ class _Dir:
         self.unknown_start = not synced
         self.buf: bytes | bytearray = b""
         self.start = 0  # stream offset of buf[0]
+        self.scanned = 0  # request resync: no frame starts before this stream offset
         self.moff: list[int] = []  # segment marks: stream offsets and capture times
         self.mts: list[int] = []
         self.need = 0  # don't parse again before buf holds this many bytes
@@ -577,7 +605,15 @@ class KafkaFramer:
                 continue
             if not d.synced:
                 if role == REQUEST:
-                    start, need = self._find_request(buf, pos, d.final)
+                    scan = max(pos, d.scanned - d.start)
+                    start, need = self._find_request(buf, scan, d.final)
+                    if (start is None or need) and not d.final and n - pos <= _PROBE_LIMIT:
+                        # No start proven yet: hold the bytes, so that they are skipped as one
+                        # piece once a start (or the end) tells where they stop.
+                        if start is None:
+                            d.scanned = d.start + max(scan, n - 13)
+                        d.need = need or n + 1
+                        break
                 else:
                     chained: bool | None = False
                     if d.unknown_start:
@@ -766,16 +802,33 @@ class KafkaFramer:
         mask &= (a[6 : 6 + m] == 0) & (a[7 : 7 + m] <= MAX_API_VERSION)
         del a  # a live view would stop the bytearray from being resized
         first: tuple[int | None, int] = (None, 0)  # earliest candidate we cannot check yet
+        other: int | None = None  # earliest confirmed one whose client id differs from the next's
+        after = 0  # with ``other``: the bytes needed to check the earliest candidate after it
         for c in np.flatnonzero(mask).tolist():
             p = pos + c
             if not _plausible_request(b, p, max_size):
                 continue
             q = p + 4 + _I32.unpack_from(b, p)[0]
-            if q + 12 <= n:
-                if _plausible_request(b, q, max_size):
-                    return p, 0
-            elif first[0] is None:
-                first = (p, 0 if final else q + 12)
+            if q + 12 <= n and not _plausible_request(b, q, max_size):
+                continue  # the next frame disproves it
+            same = _same_client(b, p, q) if q + 12 <= n else None
+            if same:
+                return p, 0
+            if same is False:
+                other = p if other is None else other
+                continue
+            # not checkable yet: the next frame, or its client id, is not all here
+            need = q + 12 if q + 12 > n else q + 14 + _client_len(b, q)
+            if first[0] is None:
+                first = (p, 0 if final else need)
+            if other is not None and not after:
+                after = need
+        if other is not None:
+            # A length-prefixed field that ends its frame (a Produce request's records, before
+            # v9) reads as a request whose next one confirms it; its "client id" is bytes of the
+            # field. A later start whose client id matches the next one's beats it: wait for
+            # the bytes that can tell.
+            return other, 0 if final else after
         return first
 
     def _chains(self, b: bytes | bytearray, p: int, final: bool, ids: dict[int, int]) -> bool | None:

@@ -99,8 +99,11 @@ class Summary:
             lines.append(f"capture framing broken: {_broken_text(c)} (see rejects)")
         for c in self.capture_stats:
             if c.tcp.invalid_segments:  # not frames, so in no count above
-                lines.append(f"TCP segments ignored{' in ' + c.name if c.name else ''}: {c.tcp.invalid_segments} with SYN and FIN or RST"
-                             f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them")  # fmt: skip
+                where = f" in {c.name}" if c.name else ""
+                lines.append(
+                    f"TCP segments ignored{where}: {c.tcp.invalid_segments} with SYN and FIN or RST"
+                    f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them"
+                )
         if self.record_batches:
             lines.append(f"records {self.records} in {self.record_batches} batches"
                          f" ({self.record_rejects} batches rejected)")  # fmt: skip
@@ -125,17 +128,19 @@ def add_item_rejects(
     summary: Summary, rejects: list[dict[str, Any]], capture: str, item: PartialFrame | SkippedBytes
 ) -> None:
     """A partial frame or skipped bytes to rejects, counted as the frames they hold: skipped
-    bytes are cut into the whole frames they end with (``frame_pieces``) and what comes before
-    them. A whole response among skipped bytes is one whose request the capture lacks (the
-    framer starts a response stream at the first that answers a request it saw): it gets the
-    reason pairing gives such a response (see the module docs)."""
+    response bytes are cut into the whole frames they end with (``frame_pieces``) and what
+    comes before them. A whole response among skipped bytes is one whose request the capture
+    lacks (the framer starts a response stream at the first that answers a request it saw): it
+    gets the reason pairing gives such a response (see the module docs)."""
     data = bytes(item.data)
     where = {**ends_of(item.conn), "direction": item.direction, "ts": getattr(item, "ts_first_ns", None)}
     if not isinstance(item, SkippedBytes):
         summary.frames_in += 1
         add_reject(summary, rejects, capture, "Partial", item.reason, data, **where)
         return
-    head, frames = frame_pieces(data, item.direction)
+    # Skipped request bytes hold no request: the framer resyncs at the first start the next
+    # request confirms. A walk of size prefixes there is a field that ends a torn frame.
+    head, frames = frame_pieces(data, item.direction) if item.direction == "response" else (data, [])
     if head:
         summary.frames_in += 1
         add_reject(summary, rejects, capture, "Partial", item.reason, head, **where)

@@ -37,6 +37,7 @@ from arrowkafka import default_specs
 from arrowkafka.traffic import KafkaFrame, MissingBytes, PartialFrame, SkippedBytes
 from arrowkafka.traffic.frames import iter_frames, peek_request, peek_response
 from arrowkafka.traffic.pcap import Packet
+from arrowkafka.traffic.summary import Summary, add_item_rejects
 from arrowkafka.traffic.tcp import StreamData, StreamEnd, StreamGap, StreamOpen
 
 CAPTURES = ["tansu_confluent.pcap", "noida_kafka_python.pcap", "kafka091_legacy.pcap"]
@@ -445,3 +446,51 @@ def test_lost_client_syns(ports: tuple[int, ...], packets: dict, baseline: dict)
     _, before = decode(packets["tansu_confluent.pcap"])
     assert whole_frames(items) == whole_frames(baseline["tansu_confluent.pcap"])
     assert stats.frames.connections == before.frames.connections == 21
+
+
+def _produce_v7_frames(packets: dict, n: int) -> list[bytes]:
+    """``n`` Produce v7 request frames (records last in the frame, no tags after them): the
+    tansu capture's Produce v10 bodies, encoded again in v7 under one client id."""
+    bodies = []
+    for f in frames_of(decode(packets["tansu_confluent.pcap"])[0]):
+        if f.direction == "request" and peek_request(f.data)[:2] == (0, 10) and len(bodies) < n:
+            cid = struct.unpack_from(">h", f.data, 8)[0]
+            bodies.append(bytes(f.data[10 + max(cid, 0) + 1 :]))  # header v2: client id, tags
+    table = default_specs().decode(bodies, "ProduceRequest", 10)
+    out = []
+    for i, body in enumerate(default_specs().encode(table, "ProduceRequest", 7).to_pylist()):
+        head = struct.pack(">hhih", 0, 7, 100 + i, 3) + b"cli"
+        out.append(struct.pack(">i", len(head) + len(body)) + head + body)
+    return out
+
+
+@pytest.mark.parametrize("segment", [7, 100, 1460, 1 << 20])
+def test_a_torn_request_whose_records_end_it(segment: int, packets: dict) -> None:
+    """A stream picked up inside a Produce request before v9: its records field is a length
+    prefix and bytes that end the frame, which read as a request (Produce v0, correlation id 0,
+    an empty client id: a batch's base offset and length) that the next frame confirms. The
+    next frame's client id tells them apart: the torn bytes are one skipped piece, whatever
+    the segments, and every frame after them is found."""
+    frames = _produce_v7_frames(packets, 8)
+    lo = bytes([127, 0, 0, 1])
+    key = (lo, 40000, lo, 9092)
+    for i in range(len(frames) - 2):
+        for cut in (5, len(frames[i]) // 2, len(frames[i]) - 5):
+            stream = frames[i][cut:] + b"".join(frames[i + 1 :])
+            events: list = [StreamOpen(key, False, None)]
+            events += [
+                StreamData(key, o, stream[o : o + segment], ((o, 1),)) for o in range(0, len(stream), segment)
+            ]
+            events.append(StreamEnd(key, len(stream), "capture end"))
+            items = list(iter_frames(events))
+            assert [type(x) for x in items[:1]] == [SkippedBytes], (i, cut)
+            assert [len(x.data) for x in items if not isinstance(x, KafkaFrame)] == [len(frames[i]) - cut]
+            corr = [peek_request(x.data)[2] for x in items if isinstance(x, KafkaFrame)]
+            assert corr == list(range(101 + i, 100 + len(frames))), (i, cut)
+            # ... and one reject row, though a walk of size prefixes ends exactly at its end
+            summary, rejects = Summary(), []
+            add_item_rejects(summary, rejects, "c", items[0])
+            assert [(r["error"], r["reason"], len(r["raw"])) for r in rejects] == [
+                ("Partial", "resync", len(frames[i]) - cut)
+            ]
+            assert summary.frames_in == 1
