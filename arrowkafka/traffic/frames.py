@@ -226,7 +226,8 @@ def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) ->
     walk, size prefix after size prefix, exactly to its end from the earliest byte they can
     start at (a stream picked up mid-way may skip many whole frames before the first start it
     can prove, often after the torn end of a frame whose start was not captured); ``head`` is
-    what comes before them (all of ``data`` when no such walk exists)."""
+    what comes before them (all of ``data`` when no such walk exists). A first "frame" that
+    holds record batches is the records field ending the torn frame: it stays in ``head``."""
     lo, n = _MIN_SIZE[direction], len(data)
     if n < 4 + lo:
         return data, []
@@ -246,12 +247,29 @@ def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) ->
     if not len(ends):
         return data, []
     q = int(ends[0])
+    end = q + 4 + int(_I32.unpack_from(data, q)[0])
+    if _records_chain(data, q + 4, end):
+        q = end  # a records field ending the torn frame (Fetch before v12), not a frame
     head, frames = data[:q], []
     while q < n:
         end = q + 4 + int(_I32.unpack_from(data, q)[0])
         frames.append(data[q:end])
         q = end
     return head, frames
+
+
+def _records_chain(data: bytes, p: int, end: int) -> bool:
+    """Whether ``data[p:end]`` is record batches or messages, one after another (offset, then
+    a length that the next one starts after), exactly to ``end``: what a ``records`` field
+    holds. No Kafka response reads so; the bytes of a torn Fetch response often end so."""
+    if end - p < 26:  # one magic 0 message at the least
+        return False
+    while p + 12 <= end:
+        length = int(_I32.unpack_from(data, p + 8)[0])
+        if length < 14:
+            return False
+        p += 12 + length
+    return p == end
 
 
 def peek_request(frame: bytes) -> tuple[int, int, int]:

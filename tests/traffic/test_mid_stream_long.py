@@ -101,6 +101,21 @@ def test_framer_when_a_direction_arrives_in_one_piece() -> None:
     assert _count(list(iter_frames(events))) == (PAIRS, PAIRS - 1, 48)
 
 
+def test_a_records_field_ending_a_torn_response_is_not_a_frame(shared: Path) -> None:
+    """The torn end of a Fetch response before v12 often ends with its records field: a size
+    prefix and bytes exactly to the frame's end, which walk like a frame. Record batches are no
+    response: they stay with the torn bytes, and the whole responses after them are frames."""
+    batch = (shared / "vectors" / "record_batch_v2_10rec.bin").read_bytes()
+    _, resps = _frames(3)
+    for records in (batch, batch + batch):
+        torn = b"\x07" * 10 + struct.pack(">i", len(records)) + records
+        assert frame_pieces(torn + b"".join(resps), "response") == (torn, resps)
+        assert frame_pieces(torn, "response") == (torn, [])
+    # a response whose body reads as no batch chain stays a frame
+    odd = struct.pack(">i", 30) + struct.pack(">i", 5) + bytes(26)
+    assert frame_pieces(b"\x07" * 3 + odd, "response") == (b"\x07" * 3, [odd])
+
+
 def test_skipped_frames_are_counted_as_frames() -> None:
     _, resps = _frames(5)
     conn = ConnKey(LO, 40000, LO, 9092)
