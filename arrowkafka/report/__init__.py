@@ -1,1 +1,2 @@
-"""The capture report: numbers computed from the Parquet tables `arrowkafka decode` writes (compute), and one self-contained HTML file that shows them (present)."""
+"""The capture report: numbers computed from the Parquet tables `arrowkafka decode` writes
+(compute), and one self-contained HTML file that shows them (present)."""
