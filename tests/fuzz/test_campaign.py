@@ -55,6 +55,18 @@ def test_known_faults_still_reproduce(tmp_path: Path) -> None:
     )
 
 
+# cases that were findings once, now fixed: (case, what it was)
+FIXED = [
+    ("body:20261125:1028", "a NaN float (ClientQuotaRecord v0): Arrow's equals held the same rows unequal"),
+]
+
+
+def test_fixed_faults_stay_fixed(tmp_path: Path) -> None:
+    summary = run(tmp_path, 0, cases=[parse_case(case) for case, _ in FIXED])
+    assert sum(summary["tried"].values()) == len(FIXED)
+    assert summary["findings"] == [], json.dumps(summary["findings"], indent=1)
+
+
 @pytest.mark.parametrize(
     ("target", "invariant"),
     [
