@@ -5,9 +5,15 @@
 ``arrowkafka decode CAPTURE -o DIR``   captured traffic to one Parquet table per message type
 ``arrowkafka segments PATH -o DIR``    Kafka log segments (files or log folders) to record tables
 ``arrowkafka sample``                  ``decode`` on the bundled real capture
+``arrowkafka compat OLD NEW``          every change between two spec sets, each compatible or not
+``arrowkafka what-if CAPTURE --specs D``  captured messages re-encoded under proposed specs, measured
+``arrowkafka report DIR``              one self-contained HTML report of a folder ``decode`` wrote
 
-Every command takes ``--specs DIR`` (repeatable) to use a spec folder of your own instead of
-the vendored specs; a later folder overrides an earlier one by message name.
+The commands that read specs take ``--specs DIR`` (repeatable) to use a spec folder of your
+own instead of the vendored specs; a later folder overrides an earlier one by message name.
+Not so ``compat``, which takes its two spec sets as arguments, nor ``what-if``, whose
+``--specs`` is the proposal, laid over the specs the traffic was sent with (``--sent-with``,
+default the vendored ones).
 
 Exit status (``EXIT`` below): 0 all decoded; 1 done, but some input went to the rejects table
 (a frame or batch that did not decode, a capture file cut mid-record);
@@ -97,6 +103,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
                              payloads=not getattr(args, "no_payloads", False))  # fmt: skip
     print(summary.render())
     print(f"\nwrote {len(summary.tables)} tables, the record tables and rejects.parquet to {args.output}/")
+    if getattr(args, "report", False):
+        _write_report(args.output, None)
     clean = summary.rejects == 0 and summary.record_rejects == 0 and summary.frames_in == summary.rows
     return 0 if clean else 1  # a cut capture file is a reject row too
 
@@ -191,6 +199,33 @@ def cmd_segments(args: argparse.Namespace) -> int:
     return 0 if summary.rejects == 0 else 1
 
 
+REPORT_EXIT = """exit status:
+  0    the report is written (its path printed)
+  2    nothing written: a folder that is missing or not one `arrowkafka decode` wrote, or a
+       report file that cannot be written, said in one line
+  130  interrupted"""
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _write_report(args.folder, args.output)
+    return 0
+
+
+def _write_report(folder: str, output: str | None) -> None:
+    import pyarrow as pa
+
+    from arrowkafka.report import build_report
+
+    # Arrow's default pool (mimalloc) keeps what the report's scans free on each thread: jemalloc
+    # (or the system's allocator) gives it back, a third of the peak on a 1 GB capture's report
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.system_memory_pool())
+    path = build_report(folder, output)  # a ReportError: one line, status 2
+    print(f"wrote the report to {path}")
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
@@ -204,6 +239,77 @@ def cmd_sample(args: argparse.Namespace) -> int:
     print("\nquery it, e.g. with DuckDB (installed by the test extra), as shown from any folder:")
     print(f"  {shlex.quote(sys.executable)} -c {shlex.quote(code)}")
     return 0
+
+
+COMPAT_EXIT = """exit status:
+  0    every change is compatible (or there is none)
+  1    at least one incompatible change (each line marked INCOMPATIBLE names its rule)
+  2    nothing compared: a side that cannot be read (a missing folder, one without specs,
+       a spec the strict loader refuses, an unknown git revision), said in one line"""
+
+
+def cmd_compat(args: argparse.Namespace) -> int:
+    from arrowkafka.evolution.compat import compare
+    from arrowkafka.evolution.sources import load_folder_side, load_git_side
+
+    if args.git:
+        old, new = load_git_side(args.git, args.old), load_git_side(args.git, args.new)
+        labels = (f"{args.git}@{args.old}", f"{args.git}@{args.new}")
+    else:
+        old, new = load_folder_side(args.old), load_folder_side(args.new)
+        labels = (args.old, args.new)
+    report = compare(old, new, old_label=labels[0], new_label=labels[1], partial=args.partial)
+    only = args.incompatible_only
+    print(report.to_json(only_incompatible=only) if args.json else report.render(only_incompatible=only))
+    return 0 if report.compatible else 1
+
+
+WHAT_IF_EXIT = """exit status:
+  0    the proposed specs carry every message body that decodes as sent (the capture's own
+       damage, bodies the sending specs refuse and frames that are no message body, is
+       counted and named in the report, not in the exit status)
+  1    done, but the proposed specs cannot carry some bodies (their version gone, a value
+       out of range ...): the report counts and names them
+  2    nothing done: a mistake in the command (a capture that is missing or not a capture,
+       a spec folder that is missing, holds no specs or that the strict loader refuses),
+       said in one line"""
+
+
+def cmd_what_if(args: argparse.Namespace) -> int:
+    from arrowkafka.api import load_specs
+    from arrowkafka.evolution.sources import load_folder_side
+    from arrowkafka.evolution.whatif import what_if_capture, what_if_outdir
+
+    if args.repeat < 1:
+        raise UserError(f"--repeat {args.repeat}: time each step at least once")
+    outdir = len(args.captures) == 1 and os.path.isdir(args.captures[0])
+    for capture in [] if outdir else args.captures:
+        if os.path.isdir(capture):
+            raise UserError(f"{capture}: a folder among captures: give one OUTDIR alone, or capture files")
+        _check_capture(capture)
+    sides = {folder: load_folder_side(folder) for folder in [*args.sent_with, *args.specs]}  # each has specs
+    before = load_specs(*args.sent_with)
+    after = load_specs(*(args.sent_with or [_vendored()]), *args.specs)  # the proposal over the sent specs
+    for folder in args.specs:
+        for name, spec in sides[folder].items():
+            if name not in before:
+                print(f"arrowkafka: warning: {spec.source}: {name} replaces no spec the traffic was sent "
+                      "with: nothing is measured under it", file=sys.stderr)  # fmt: skip
+    _say_if_compiling()
+    if outdir:
+        report = what_if_outdir(args.captures[0], before, after, latest=args.latest, repeat=args.repeat,
+                                kernel=args.kernel)  # fmt: skip
+    else:
+        report = what_if_capture(args.captures, before, after, broker_ports=args.port or (9092,),
+                                 latest=args.latest, repeat=args.repeat, kernel=args.kernel)  # fmt: skip
+    print(report.to_json() if args.json else report.render())
+    return 0 if report.cannot_carry == 0 else 1
+
+
+def _vendored() -> str:
+    from arrowkafka.api import vendored_specs_dir
+
+    return str(vendored_specs_dir())
 
 
 def _port(text: str) -> int:
@@ -271,7 +377,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a broker's TCP port (repeatable; default 9092)")  # fmt: skip
     p.add_argument("--no-payloads", action="store_true",
                    help="leave record keys and values out of records.parquet (their sizes stay)")  # fmt: skip
+    p.add_argument("--report", action="store_true",
+                   help="also write the report, OUTDIR/report.html (`arrowkafka report`)")  # fmt: skip
     p.set_defaults(run=cmd_decode)
+
+    p = command("report", "write one self-contained HTML report of a folder `decode` wrote", [])
+    p.add_argument("folder", metavar="OUTDIR", help="a folder `arrowkafka decode` wrote")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="the report's file (default: OUTDIR/report.html; replaced if there)")  # fmt: skip
+    p.epilog = REPORT_EXIT
+    p.set_defaults(run=cmd_report)
 
     p = command("segments", "decode Kafka log segments (*.log files or log folders) to Parquet", [output])
     p.add_argument(
@@ -287,6 +402,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default: %(default)s; replaces an earlier run)")  # fmt: skip
     p.add_argument("--port", type=_port, action="append", help=argparse.SUPPRESS)
     p.set_defaults(run=cmd_sample, overwrite=True)
+
+    p = command("compat", "list every change between two spec sets, each compatible or not", [])
+    p.epilog = COMPAT_EXIT
+    p.add_argument("old", metavar="OLD", help="the earlier specs: a folder, or with --git REV or REV:FOLDER")
+    p.add_argument("new", metavar="NEW", help="the later specs, the same way")
+    p.add_argument("--git", metavar="REPO",
+                   help="read OLD and NEW from this git repository, as REV:FOLDER (no checkout)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the changes as JSON")
+    p.add_argument("--incompatible-only", action="store_true", help="print only the incompatible changes")
+    p.add_argument("--partial", action="store_true",
+                   help="NEW holds only some messages: one missing from it is not a removal")  # fmt: skip
+    p.set_defaults(run=cmd_compat)
+
+    p = command("what-if", "re-encode captured messages under proposed specs and measure the change", [])
+    p.epilog = WHAT_IF_EXIT
+    p.add_argument("captures", nargs="+", metavar="CAPTURE_OR_OUTDIR",
+                   help="capture files (pcap or pcapng), or one folder `decode` wrote")  # fmt: skip
+    p.add_argument("--specs", action="append", required=True, metavar="DIR",
+                   help="the proposed specs, over the sent ones by message name (repeatable)")  # fmt: skip
+    p.add_argument("--sent-with", action="append", default=[], metavar="DIR",
+                   help="the specs the traffic was sent with (default: the vendored specs)")  # fmt: skip
+    p.add_argument("--latest", action="store_true",
+                   help="write each message in the proposed spec's highest version")  # fmt: skip
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="time each step N times, keep the best")
+    p.add_argument("--kernel", choices=["interpreter", "specialised"], default="interpreter",
+                   help="the kernel both sides are timed on (specialised: compiled per plan)")  # fmt: skip
+    p.add_argument("--port", type=_port, action="append",
+                   help="a broker's TCP port (repeatable; default 9092)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    p.set_defaults(run=cmd_what_if)
     return parser
 
 

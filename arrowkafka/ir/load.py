@@ -32,7 +32,7 @@ from arrowkafka.ir.model import (
 )
 from arrowkafka.ir.versions import MAX_VERSION, NONE, Versions, parse_versions
 
-__all__ = ["load_spec_file", "load_spec_text", "load_folder", "load_folders", "spec_files"]
+__all__ = ["add_spec", "load_spec_file", "load_spec_text", "load_folder", "load_folders", "spec_files"]
 
 MESSAGE_TYPES = ("request", "response", "header", "data", "metadata")
 LISTENERS = ("zkBroker", "broker", "controller")
@@ -686,16 +686,21 @@ def spec_files(folder: str | Path) -> list[Path]:
     return sorted(folder.rglob("*.json"))
 
 
+def add_spec(specs: dict[str, MessageSpec], spec: MessageSpec, file: str) -> None:
+    """Add a spec loaded from ``file`` to one folder's specs: two files with one message name
+    is an error (a folder, or a folder at a git revision: ``arrowkafka.evolution.sources``)."""
+    if spec.name in specs:
+        raise SpecError(
+            file, spec.name, f"message name {spec.name} is also defined in {specs[spec.name].source}"
+        )
+    specs[spec.name] = spec
+
+
 def load_folder(folder: str | Path) -> dict[str, MessageSpec]:
     """Load every spec under a folder; two files with one message name is an error."""
     out: dict[str, MessageSpec] = {}
     for path in spec_files(folder):
-        spec = load_spec_file(path)
-        if spec.name in out:
-            raise SpecError(
-                str(path), spec.name, f"message name {spec.name} is also defined in {out[spec.name].source}"
-            )
-        out[spec.name] = spec
+        add_spec(out, load_spec_file(path), str(path))
     return out
 
 

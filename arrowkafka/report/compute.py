@@ -1,0 +1,1417 @@
+"""The report's numbers, each an Arrow table computed from the Parquet tables ``arrowkafka decode``
+writes (``OUTDIR/<Message>.parquet``, ``record_batches``, ``record_markers``, ``rejects``).
+
+Every function takes the output folder and returns a ``pa.Table``; one with no rows means the
+capture holds nothing for it. Tables are read with ``pyarrow.parquet`` one record batch at a time,
+only the columns a number needs (nested fields by their leaf columns: the high watermarks and
+error codes of Fetch responses are read without their records). Counts, sums, minima and
+maxima are aggregated per batch and the partial results merged, so memory follows the number
+of groups (connections, clients, partitions ...), not the capture. What is held whole (one row
+per item, the listed columns only): latencies (``latency``: api, version, bucket, latency),
+produced batches with a producer id (``sequences``, ``producers``), consumer-group requests
+and responses (``group_events``), the partitions of offset commits (``committed_offsets``) and
+of Fetch responses (``lag``), transactions (``transactions``).
+
+Time series cut the capture into buckets of ``Timeline.width_us`` from its first frame
+(``timeline``): at most ``MAX_BUCKETS``, each a round width (1 ms, 2 ms, 5 ms, 10 ms ... 1 h).
+Each time-series table carries ``bucket`` (0, 1, ...) and ``t`` (the bucket's start, seconds
+from the capture's first frame), and its schema metadata says the width.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from arrowkafka.report.errors import error_name
+
+__all__ = [
+    "MAX_BUCKETS",
+    "SECTIONS",
+    "SLOWEST",
+    "Timeline",
+    "apis",
+    "committed_offsets",
+    "compression",
+    "connections",
+    "error_fields",
+    "errors",
+    "errors_over_time",
+    "group_events",
+    "group_summary",
+    "lag",
+    "latency",
+    "latency_over_time",
+    "markers",
+    "message_tables",
+    "not_decode_output",
+    "overview",
+    "producers",
+    "rejects",
+    "sequences",
+    "slowest",
+    "throughput_by_client",
+    "throughput_by_partition",
+    "throughput_by_topic",
+    "throughput_over_time",
+    "timeline",
+    "transactions",
+]
+
+MAX_BUCKETS = 60
+SLOWEST = 20
+BATCH_ROWS = 64 * 1024
+_STEPS_US = [
+    s * m
+    for m in (1_000, 1_000_000)  # ms, s
+    for s in (1, 2, 5, 10, 20, 50, 100, 200, 500)
+    if s * m <= 500_000_000
+] + [1_000_000 * s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)]
+_STEPS_US = sorted(set(_STEPS_US))
+_MESSAGE = re.compile(r"^[A-Z][A-Za-z0-9]*(Request|Response)$")
+SIDES = {"ProduceRequest": "produce", "FetchResponse": "fetch", "ShareFetchResponse": "fetch"}
+GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def not_decode_output(outdir: str | Path) -> str | None:
+    """Why ``outdir`` is not a folder ``arrowkafka decode`` wrote (None if it is one)."""
+    out = Path(outdir)
+    if not out.exists():
+        return f"{out}: no such folder"
+    if not out.is_dir():
+        return f"{out}: not a folder"
+    if not (out / "rejects.parquet").is_file() or not message_tables(out):
+        return f"{out}: not a folder `arrowkafka decode` wrote (no rejects.parquet and message tables)"
+    return None
+
+
+def message_tables(outdir: str | Path) -> dict[str, Path]:
+    """The message tables in the folder: message name -> file."""
+    return {
+        p.stem: p for p in sorted(Path(outdir).glob("*.parquet")) if _MESSAGE.match(p.stem) and p.is_file()
+    }
+
+
+def _path(outdir: str | Path, table: str) -> Path | None:
+    p = Path(outdir) / f"{table}.parquet"
+    return p if p.is_file() else None
+
+
+def _leaves(f: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
+    """Parquet column paths for ``columns``: a top-level name as it is, a nested field by its
+    path through structs and lists (``responses.partitions.error_code``) as the leaf columns
+    under it. Reading leaves leaves out their siblings: a Fetch response's records, say."""
+    out = []
+    leaves = [f.schema.column(i).path for i in range(len(f.schema))]
+    for c in columns:
+        if "." not in c:
+            out.append(c)
+            continue
+        for leaf in leaves:
+            logical = re.sub(r"\.(list\.(element|item)|key_value)(?=\.|$)", "", leaf)
+            if logical == c or logical.startswith(c + "."):
+                out.append(leaf)
+    return out
+
+
+def _batches(outdir: str | Path, table: str, columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The table's rows, ``columns`` only (nested fields by path: see ``_leaves``), a record
+    batch at a time (nothing if the table is missing)."""
+    p = _path(outdir, table)
+    if p is None:
+        return
+    # one row group read at a time, on this thread: a dataset scanner's read-ahead and threads
+    # cost ~100 MB more at the peak, for tables this narrow
+    with pq.ParquetFile(p) as f:
+        leaves = _leaves(f, columns)
+        for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=leaves, use_threads=False):
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
+
+
+def _read(outdir: str | Path, table: str, columns: Sequence[str]) -> pa.Table | None:
+    p = _path(outdir, table)
+    if p is None:
+        return None
+    return pq.read_table(p, columns=list(columns), use_threads=False)
+
+
+def _us(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Timestamps as int64 microseconds (a null as the int64 minimum)."""
+    return pc.fill_null(pc.cast(pc.cast(ts, pa.timestamp("us", "UTC")), pa.int64()), -(2**63)).to_numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# aggregation in bounded memory: per batch, then the partial results merged
+
+
+_MERGE = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+
+
+def _group(t: pa.Table, keys: list[str], aggs: Sequence[tuple[str, str]], names: Sequence[str]) -> pa.Table:
+    """``t`` grouped by ``keys``: the keys, then each (column, function) aggregate named as
+    ``names`` says (by name: pyarrow's column order has changed between versions)."""
+    g = t.group_by(keys, use_threads=False).aggregate(list(aggs))
+    return pa.table([*(g[k] for k in keys), *(g[f"{c}_{f}"] for c, f in aggs)], names=[*keys, *names])
+
+
+def _aggregate(
+    parts: Iterator[pa.Table], keys: list[str], aggs: list[tuple[str, str, str]], empty: pa.Schema
+) -> pa.Table:
+    """Group ``parts`` by ``keys``: ``aggs`` is (column, function, output name) with a function of
+    count, sum, min, max. Each part is grouped on its own and the partials merged."""
+    partials = []
+    for part in parts:
+        partials.append(_group(part, keys, [(c, f) for c, f, _ in aggs], [n for _, _, n in aggs]))
+        if len(partials) >= 8:  # merge as we go: memory follows the groups
+            partials = [_merge(partials, keys, aggs)]
+    if not partials:
+        return empty.empty_table()
+    return _merge(partials, keys, aggs)
+
+
+def _merge(partials: list[pa.Table], keys: list[str], aggs: list[tuple[str, str, str]]) -> pa.Table:
+    t = pa.concat_tables(partials, promote_options="permissive")
+    return _group(t, keys, [(n, _MERGE[f]) for _, f, n in aggs], [n for _, _, n in aggs])
+
+
+# ---------------------------------------------------------------------------------------------
+# time
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The capture's first and last frame times (us since the epoch) and the bucket width."""
+
+    start_us: int
+    end_us: int
+    width_us: int
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_us - self.start_us) / 1e6
+
+    def bucket(self, us: np.ndarray) -> np.ndarray:
+        return (us - self.start_us) // self.width_us
+
+    def with_t(self, table: pa.Table) -> pa.Table:
+        """Add ``t`` (the bucket's start, seconds from the first frame) after ``bucket``, and the
+        width as schema metadata."""
+        t = pc.divide(pc.multiply(pc.cast(table["bucket"], pa.float64()), float(self.width_us)), 1e6)
+        table = table.add_column(table.schema.get_field_index("bucket") + 1, "t", t)
+        return table.replace_schema_metadata(
+            {"bucket_seconds": str(self.width_us / 1e6), "start_us": str(self.start_us)}
+        )
+
+
+def _width(span_us: int) -> int:
+    for step in _STEPS_US:
+        if span_us < step * MAX_BUCKETS:
+            return step
+    return _STEPS_US[-1] * (span_us // (_STEPS_US[-1] * MAX_BUCKETS) + 1)
+
+
+def _state(outdir: str | Path) -> tuple[tuple[str, int, int], ...]:
+    """What the folder's tables are now (path, mtime, size of each): a cache key."""
+    return tuple(
+        (str(p.resolve()), p.stat().st_mtime_ns, p.stat().st_size)
+        for p in sorted(Path(outdir).glob("*.parquet"))
+    )
+
+
+def timeline(outdir: str | Path) -> Timeline:
+    """The first and last frame of the capture (every message table's ``_ts_first`` and
+    ``_ts_last``) and the width of the time series' buckets. Kept per folder while its tables are
+    unchanged (every section needs it)."""
+    return _timeline(_state(outdir), str(outdir))
+
+
+@functools.lru_cache(maxsize=8)
+def _timeline(key: tuple[tuple[str, int, int], ...], outdir: str) -> Timeline:
+    lo, hi = None, None
+    for message in message_tables(outdir):
+        for part in _batches(outdir, message, ["_ts_first", "_ts_last"]):
+            a, b = pc.min(part["_ts_first"]).value, pc.max(part["_ts_last"]).value
+            lo = a if lo is None or a < lo else lo
+            hi = b if hi is None or b > hi else hi
+    if lo is None or hi is None:
+        return Timeline(0, 0, _STEPS_US[0])
+    start = int(pa.scalar(lo, pa.timestamp("us", "UTC")).cast(pa.int64()).as_py())
+    end = int(pa.scalar(hi, pa.timestamp("us", "UTC")).cast(pa.int64()).as_py())
+    return Timeline(start, end, _width(end - start))
+
+
+# ---------------------------------------------------------------------------------------------
+# the capture at a glance
+
+
+def apis(outdir: str | Path) -> pa.Table:
+    """Per API and version: the requests and responses decoded (rejected frames are counted in
+    ``rejects``)."""
+    rows: dict[tuple[str, int], dict[str, int]] = {}
+    for message in message_tables(outdir):
+        api, kind = (
+            (message[: -len("Request")], "requests")
+            if message.endswith("Request")
+            else (message[: -len("Response")], "responses")
+        )
+        counts = _aggregate(
+            _batches(outdir, message, ["_version"]),
+            ["_version"],
+            [("_version", "count", "n")],
+            pa.schema([("_version", pa.int16()), ("n", pa.int64())]),
+        )
+        for v, n in zip(counts["_version"].to_pylist(), counts["n"].to_pylist(), strict=True):
+            rows.setdefault((api, v), {"requests": 0, "responses": 0})[kind] += n
+    keys = sorted(rows)
+    return pa.table(
+        {
+            "api": pa.array([a for a, _ in keys], pa.string()),
+            "version": pa.array([v for _, v in keys], pa.int16()),
+            "requests": pa.array([rows[k]["requests"] for k in keys], pa.int64()),
+            "responses": pa.array([rows[k]["responses"] for k in keys], pa.int64()),
+        }
+    )
+
+
+def connections(outdir: str | Path) -> pa.Table:
+    """Per connection (client address, broker address): the client id its requests gave (the
+    smallest, should they give several), requests, responses, first and last frame. Kept for
+    the last two folders while their tables are unchanged (three sections use it)."""
+    return _connections(_state(outdir), str(outdir))
+
+
+@functools.lru_cache(maxsize=2)
+def _connections(key: tuple[tuple[str, int, int], ...], outdir: str) -> pa.Table:
+    schema = pa.schema(
+        [
+            ("client", pa.string()),
+            ("broker", pa.string()),
+            ("client_id", pa.string()),
+            ("requests", pa.int64()),
+            ("responses", pa.int64()),
+            ("first", pa.timestamp("us", "UTC")),
+            ("last", pa.timestamp("us", "UTC")),
+        ]
+    )
+
+    def parts() -> Iterator[pa.Table]:
+        for message in message_tables(outdir):
+            request = message.endswith("Request")
+            for part in _batches(
+                outdir, message, ["_client", "_broker", "_client_id", "_ts_first", "_ts_last"]
+            ):
+                n = part.num_rows
+                ids = part["_client_id"] if request else pa.nulls(n, pa.string())  # responses carry none
+                yield pa.table(
+                    {
+                        "client": part["_client"],
+                        "broker": part["_broker"],
+                        "client_id": pc.cast(ids, pa.string()),
+                        "req": pa.array(np.full(n, int(request)), pa.int64()),
+                        "resp": pa.array(np.full(n, int(not request)), pa.int64()),
+                        "first": pc.cast(part["_ts_first"], pa.timestamp("us", "UTC")),
+                        "last": pc.cast(part["_ts_last"], pa.timestamp("us", "UTC")),
+                    }
+                )
+
+    t = _aggregate(
+        parts(),
+        ["client", "broker"],
+        [
+            ("client_id", "min", "client_id"),
+            ("req", "sum", "requests"),
+            ("resp", "sum", "responses"),
+            ("first", "min", "first"),
+            ("last", "max", "last"),
+        ],
+        schema,
+    )
+    return t.cast(schema).sort_by([("first", "ascending"), ("client", "ascending")])
+
+
+def rejects(outdir: str | Path) -> pa.Table:
+    """What did not decode, per error, reason and message: how many."""
+    schema = pa.schema(
+        [("error", pa.string()), ("reason", pa.string()), ("message", pa.string()), ("count", pa.int64())]
+    )
+    t = _aggregate(
+        _batches(outdir, "rejects", ["error", "reason", "message"]),
+        ["error", "reason", "message"],
+        [("error", "count", "count")],
+        schema,
+    )
+    return t.cast(schema).sort_by([("count", "descending"), ("error", "ascending"), ("reason", "ascending")])
+
+
+def _record_totals(outdir: str | Path) -> dict[str, int]:
+    out = {"record_batches": 0, "records": 0, "record_bytes": 0}
+    for part in _batches(outdir, "record_batches", ["record_count", "size"]):
+        out["record_batches"] += part.num_rows
+        out["records"] += int(pc.sum(part["record_count"]).as_py() or 0)
+        out["record_bytes"] += int(pc.sum(part["size"]).as_py() or 0)
+    return out
+
+
+def overview(outdir: str | Path) -> pa.Table:
+    """One row: the capture's first and last frame, its duration, how many capture files,
+    connections, client addresses, client ids, brokers, requests, responses, APIs (and API
+    versions), rejects, record batches, records and their bytes."""
+    tl = timeline(outdir)
+    conns = connections(outdir)
+    api = apis(outdir)
+    rej = rejects(outdir)
+    captures: set[str] = set()
+    for message in message_tables(outdir):
+        for part in _batches(outdir, message, ["_capture"]):
+            captures.update(pc.unique(part["_capture"]).to_pylist())
+    totals = _record_totals(outdir)
+    row = {
+        "first": pa.array([tl.start_us], pa.timestamp("us", "UTC")),
+        "last": pa.array([tl.end_us], pa.timestamp("us", "UTC")),
+        "duration_s": [tl.seconds],
+        "captures": [len(captures)],
+        "connections": [conns.num_rows],  # one row per (client, broker)
+        "client_addresses": [pc.count_distinct(conns["client"]).as_py()],
+        "client_ids": [pc.count_distinct(conns["client_id"]).as_py()],  # nulls not counted
+        "brokers": [pc.count_distinct(conns["broker"]).as_py()],
+        "requests": [int(pc.sum(api["requests"]).as_py() or 0)],
+        "responses": [int(pc.sum(api["responses"]).as_py() or 0)],
+        "apis": [len(set(api["api"].to_pylist()))],
+        "api_versions": [api.num_rows],
+        "rejects": [int(pc.sum(rej["count"]).as_py() or 0)],
+        **{k: [v] for k, v in totals.items()},
+    }
+    return pa.table(row)
+
+
+# ---------------------------------------------------------------------------------------------
+# latency
+
+
+_LATENCY_SCHEMA = pa.schema(
+    [
+        ("api", pa.string()),
+        ("version", pa.int16()),
+        ("bucket", pa.int64()),
+        ("responses", pa.int64()),
+        ("p50_ms", pa.float64()),
+        ("p99_ms", pa.float64()),
+        ("max_ms", pa.float64()),
+    ]
+)
+
+
+def _latency_table(outdir: str | Path, tl: Timeline, by_bucket: bool) -> pa.Table:
+    """Per API, version (and bucket of request time): responses, p50, p99 and max latency.
+    One response table at a time: memory holds one API's latencies (about 18 bytes each)."""
+    out = []
+    for message in message_tables(outdir):
+        if not message.endswith("Response"):
+            continue
+        versions, buckets, values = [], [], []
+        for part in _batches(outdir, message, ["_version", "_request_ts", "_latency_ns"]):
+            part = part.filter(pc.is_valid(part["_latency_ns"]))
+            versions.append(part["_version"].to_numpy())
+            buckets.append(
+                tl.bucket(_us(part["_request_ts"])) if by_bucket else np.zeros(part.num_rows, np.int64)
+            )
+            values.append(pc.divide(pc.cast(part["_latency_ns"], pa.float64()), 1e6).to_numpy())
+        if values and sum(len(v) for v in values):
+            out.append(
+                _quantiles(message[: -len("Response")], *map(np.concatenate, (versions, buckets, values)))
+            )
+    t = pa.concat_tables(out) if out else _LATENCY_SCHEMA.empty_table()
+    t = t.sort_by([("api", "ascending"), ("version", "ascending"), ("bucket", "ascending")])
+    return t if by_bucket else t.drop_columns(["bucket"])
+
+
+def _quantiles(api: str, versions: np.ndarray, buckets: np.ndarray, values: np.ndarray) -> pa.Table:
+    """Per (version, bucket): responses, p50, p99 and max (quantiles by linear interpolation
+    between the closest ranks, as DuckDB's quantile_cont and numpy's default)."""
+    order = np.lexsort((values, buckets, versions))
+    versions, buckets, values = versions[order], buckets[order], values[order]
+    change = np.ones(len(values), bool)
+    change[1:] = (versions[1:] != versions[:-1]) | (buckets[1:] != buckets[:-1])
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], len(values))
+    p50 = [float(np.quantile(values[s:e], 0.5)) for s, e in zip(starts, ends, strict=True)]
+    p99 = [float(np.quantile(values[s:e], 0.99)) for s, e in zip(starts, ends, strict=True)]
+    return pa.table(
+        {
+            "api": pa.array([api] * len(starts), pa.string()),
+            "version": pa.array(versions[starts], pa.int16()),
+            "bucket": pa.array(buckets[starts], pa.int64()),
+            "responses": pa.array(ends - starts, pa.int64()),
+            "p50_ms": pa.array(p50, pa.float64()),
+            "p99_ms": pa.array(p99, pa.float64()),
+            "max_ms": pa.array(values[ends - 1], pa.float64()),
+        }
+    )
+
+
+def latency(outdir: str | Path) -> pa.Table:
+    """Per API and version: responses, p50, p99 and max latency (ms: the response's first segment
+    minus its request's)."""
+    return _latency_table(outdir, timeline(outdir), by_bucket=False)
+
+
+def latency_over_time(outdir: str | Path) -> pa.Table:
+    """Per API, version and bucket of request time: responses, p50, p99, max latency (ms)."""
+    tl = timeline(outdir)
+    return tl.with_t(_latency_table(outdir, tl, by_bucket=True))
+
+
+def slowest(outdir: str | Path, n: int = SLOWEST) -> pa.Table:
+    """The ``n`` slowest responses: API, version, connection, client id (its connection's, as in
+    ``connections``), correlation id, request time and latency, to find them in the tables."""
+    cols = ["_client", "_broker", "_client_id", "_correlation_id", "_version", "_request_ts", "_latency_ns"]
+    schema = pa.schema(
+        [
+            ("api", pa.string()),
+            ("version", pa.int16()),
+            ("client", pa.string()),
+            ("broker", pa.string()),
+            ("client_id", pa.string()),
+            ("correlation_id", pa.int32()),
+            ("request_ts", pa.timestamp("us", "UTC")),
+            ("latency_ms", pa.float64()),
+        ]
+    )
+    best = schema.empty_table()
+    for message in message_tables(outdir):
+        if not message.endswith("Response"):
+            continue
+        for part in _batches(outdir, message, [c for c in cols if c != "_client_id"]):
+            part = part.filter(pc.is_valid(part["_latency_ns"]))
+            top = part.take(pc.select_k_unstable(part, n, [("_latency_ns", "descending")]))
+            t = pa.table(
+                {
+                    "api": pa.array([message[: -len("Response")]] * top.num_rows, pa.string()),
+                    "version": top["_version"],
+                    "client": top["_client"],
+                    "broker": top["_broker"],
+                    "client_id": pa.nulls(top.num_rows, pa.string()),
+                    "correlation_id": top["_correlation_id"],
+                    "request_ts": pc.cast(top["_request_ts"], pa.timestamp("us", "UTC")),
+                    "latency_ms": pc.divide(pc.cast(top["_latency_ns"], pa.float64()), 1e6),
+                }
+            ).cast(schema)
+            both = pa.concat_tables([best, t])
+            best = both.take(pc.select_k_unstable(both, n, [("latency_ms", "descending")]))
+    # a response carries no client id: its connection's requests do
+    ids = connections(outdir).select(["client", "broker", "client_id"])
+    best = best.drop_columns(["client_id"]).join(
+        ids, ["client", "broker"], join_type="left outer", use_threads=False
+    )
+    return best.select(schema.names).sort_by(
+        [("latency_ms", "descending"), ("api", "ascending"), ("correlation_id", "ascending")]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# throughput
+
+
+_BATCH_COLS = [
+    "_message",
+    "_client",
+    "_client_id",
+    "_ts_first",
+    "topic",
+    "partition",
+    "record_count",
+    "size",
+    "records_size",
+    "uncompressed_size",
+    "codec",
+    "control",
+]
+
+
+def _record_parts(outdir: str | Path, columns: Sequence[str] = _BATCH_COLS) -> Iterator[pa.Table]:
+    """record_batches of Produce requests and Fetch responses, with ``side`` (produce, fetch)."""
+    for part in _batches(outdir, "record_batches", columns):
+        side = pc.cast(part["_message"], pa.string())
+        keep = pc.is_in(side, pa.array(list(SIDES)))
+        part = part.filter(keep)
+        if not part.num_rows:
+            continue
+        sides = pa.array([SIDES[m] for m in part["_message"].to_pylist()], pa.string())
+        yield part.append_column("side", sides)
+
+
+_SIDE_AGGS = [("record_count", "sum", "records"), ("size", "sum", "bytes"), ("size", "count", "batches")]
+
+
+def _side_by_side(t: pa.Table, keys: list[str], seconds: float) -> pa.Table:
+    """Rows of (keys, side, batches, records, bytes) turned into one row per key with produce_*
+    and fetch_* columns (0 where a side has none), and per-second rates over ``seconds``."""
+    # null keys (a record batch of a response carries no client id) are grouped as one, as SQL
+    # does: joined by a stand-in value, then null again
+    absent = "\x00null"
+    t = t.cast(pa.schema([pa.field(f.name, f.type) for f in t.schema]))  # nullable, for the outer join
+    filled = t
+    for k in keys:
+        if pa.types.is_string(t[k].type):
+            filled = filled.set_column(filled.schema.get_field_index(k), k, pc.fill_null(t[k], absent))
+    metrics = ("batches", "records", "bytes")
+    sides = []
+    for side in ("produce", "fetch"):
+        one = filled.filter(pc.equal(filled["side"], side)).select([*keys, *metrics])
+        sides.append(one.rename_columns([*keys, *(f"{side}_{m}" for m in metrics)]))
+    out = sides[0].join(sides[1], keys, join_type="full outer", use_threads=False)
+    cols: dict[str, pa.ChunkedArray] = {}
+    for k in keys:
+        cols[k] = (
+            pc.if_else(pc.equal(out[k], absent), None, out[k]) if pa.types.is_string(out[k].type) else out[k]
+        )
+    for side in ("produce", "fetch"):
+        for m in metrics:
+            cols[f"{side}_{m}"] = pc.fill_null(out[f"{side}_{m}"], 0)
+        for m in ("records", "bytes"):
+            rate = pc.divide(pc.cast(cols[f"{side}_{m}"], pa.float64()), seconds) if seconds > 0 else None
+            cols[f"{side}_{m}_per_s"] = rate if rate is not None else pa.nulls(out.num_rows, pa.float64())
+    result = pa.table(cols)
+    return result.sort_by([(k, "ascending") for k in keys])
+
+
+def _side_schema(keys: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema(
+        [
+            *keys,
+            ("side", pa.string()),
+            ("records", pa.int64()),
+            ("bytes", pa.int64()),
+            ("batches", pa.int64()),
+        ]
+    )
+
+
+def throughput_by_partition(outdir: str | Path) -> pa.Table:
+    """Per topic and partition, produce and fetch side by side: record batches, records and
+    bytes (the batches' bytes on the wire), and records and bytes per second over the capture."""
+    keys = ["topic", "partition"]
+    t = _aggregate(
+        _record_parts(outdir),
+        [*keys, "side"],
+        _SIDE_AGGS,
+        _side_schema([("topic", pa.string()), ("partition", pa.int32())]),
+    )
+    return _side_by_side(t, keys, timeline(outdir).seconds)
+
+
+def throughput_by_topic(outdir: str | Path) -> pa.Table:
+    """Per topic, produce and fetch side by side: record batches, records and bytes, and records
+    and bytes per second over the capture."""
+    t = _aggregate(
+        _record_parts(outdir), ["topic", "side"], _SIDE_AGGS, _side_schema([("topic", pa.string())])
+    )
+    return _side_by_side(t, ["topic"], timeline(outdir).seconds)
+
+
+def throughput_by_client(outdir: str | Path) -> pa.Table:
+    """Per client (client id and address), produce and fetch side by side: record batches,
+    records, bytes, and records and bytes per second over the capture."""
+    keys = ["client_id", "client"]
+
+    def parts() -> Iterator[pa.Table]:
+        for p in _record_parts(outdir):
+            yield p.rename_columns(
+                [
+                    "client_id" if c == "_client_id" else "client" if c == "_client" else c
+                    for c in p.column_names
+                ]
+            )
+
+    t = _aggregate(
+        parts(),
+        [*keys, "side"],
+        _SIDE_AGGS,
+        _side_schema([("client_id", pa.string()), ("client", pa.string())]),
+    )
+    return _side_by_side(t, keys, timeline(outdir).seconds)
+
+
+def throughput_over_time(outdir: str | Path) -> pa.Table:
+    """Per bucket of frame time, side (produce, fetch) and topic: records, bytes, and records and
+    bytes per second in that bucket."""
+    tl = timeline(outdir)
+
+    def parts() -> Iterator[pa.Table]:
+        for p in _record_parts(outdir):
+            yield p.append_column("bucket", pa.array(tl.bucket(_us(p["_ts_first"])), pa.int64()))
+
+    t = _aggregate(
+        parts(),
+        ["bucket", "side", "topic"],
+        _SIDE_AGGS[:2],
+        pa.schema(
+            [
+                ("bucket", pa.int64()),
+                ("side", pa.string()),
+                ("topic", pa.string()),
+                ("records", pa.int64()),
+                ("bytes", pa.int64()),
+            ]
+        ),
+    )
+    t = t.sort_by([("bucket", "ascending"), ("side", "descending"), ("topic", "ascending")])
+    width_s = tl.width_us / 1e6
+    t = t.append_column("records_per_s", pc.divide(pc.cast(t["records"], pa.float64()), width_s))
+    t = t.append_column("bytes_per_s", pc.divide(pc.cast(t["bytes"], pa.float64()), width_s))
+    return tl.with_t(t)
+
+
+def compression(outdir: str | Path) -> pa.Table:
+    """Per side, topic and codec: batches, records, the records' bytes as sent and uncompressed,
+    and the ratio (uncompressed / sent; 1 for batches sent uncompressed)."""
+    t = _aggregate(
+        _record_parts(outdir),
+        ["side", "topic", "codec"],
+        [
+            ("size", "count", "batches"),
+            ("record_count", "sum", "records"),
+            ("records_size", "sum", "sent_bytes"),
+            ("uncompressed_size", "sum", "uncompressed_bytes"),
+        ],
+        pa.schema(
+            [
+                ("side", pa.string()),
+                ("topic", pa.string()),
+                ("codec", pa.string()),
+                ("batches", pa.int64()),
+                ("records", pa.int64()),
+                ("sent_bytes", pa.int64()),
+                ("uncompressed_bytes", pa.int64()),
+            ]
+        ),
+    )
+    ratio = pc.if_else(
+        pc.greater(t["sent_bytes"], 0),
+        pc.divide(pc.cast(t["uncompressed_bytes"], pa.float64()), pc.cast(t["sent_bytes"], pa.float64())),
+        pa.scalar(None, pa.float64()),
+    )
+    t = t.append_column("ratio", ratio)
+    return t.sort_by([("side", "descending"), ("topic", "ascending"), ("codec", "ascending")])
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+def _is_error_field(f: pa.Field) -> bool:
+    return (f.name == "error_code" or f.name.endswith("_error_code")) and pa.types.is_integer(f.type)
+
+
+def error_fields(schema: pa.Schema) -> list[str]:
+    """Paths of every field named ``error_code`` or ``*_error_code``, nested ones too
+    (``responses[].partitions[].error_code``)."""
+    out: list[str] = []
+
+    def walk(fields: Sequence[pa.Field], prefix: str) -> None:
+        for f in fields:
+            if _is_error_field(f):
+                out.append(prefix + f.name)
+            elif pa.types.is_struct(f.type):
+                walk(list(f.type), prefix + f.name + ".")
+            elif (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)) and pa.types.is_struct(
+                f.type.value_type
+            ):
+                walk(list(f.type.value_type), prefix + f.name + "[].")
+
+    walk([schema.field(i) for i in range(len(schema))], "")
+    return out
+
+
+def _error_values(table: pa.Table) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(path, row, code) of every error field of every row of ``table``."""
+
+    def walk(
+        arrays: dict[str, pa.Array], rows: np.ndarray, prefix: str
+    ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+        for name, arr in arrays.items():
+            t = arr.type
+            if name == "error_code" or name.endswith("_error_code"):
+                if pa.types.is_integer(t):
+                    valid = pc.is_valid(arr).to_numpy(zero_copy_only=False)
+                    yield prefix + name, rows[valid], pc.drop_null(arr).to_numpy(zero_copy_only=False)
+            elif pa.types.is_struct(t):
+                yield from walk(
+                    dict(zip([f.name for f in t], arr.flatten(), strict=True)), rows, prefix + name + "."
+                )
+            elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type):
+                parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+                flat = pc.list_flatten(arr)
+                children = dict(zip([f.name for f in t.value_type], flat.flatten(), strict=True))
+                yield from walk(children, rows[parents], prefix + name + "[].")
+
+    table = table.combine_chunks()
+    arrays = {
+        n: table[n].chunk(0) if table[n].num_chunks else pa.array([], table[n].type)
+        for n in table.column_names
+    }
+    yield from walk(arrays, np.arange(table.num_rows), "")
+
+
+def _error_columns(outdir: str | Path, message: str) -> list[str]:
+    p = _path(outdir, message)
+    if p is None:
+        return []
+    return [path.replace("[]", "") for path in error_fields(pq.read_schema(p))]  # paths to their leaves
+
+
+def _error_parts(outdir: str | Path, tl: Timeline) -> Iterator[pa.Table]:
+    """One row per non-zero error code in a response: api, version, field, code, bucket."""
+    for message in message_tables(outdir):
+        if not message.endswith("Response"):
+            continue
+        cols = _error_columns(outdir, message)
+        if not cols:
+            continue
+        for part in _batches(outdir, message, ["_version", "_ts_first", *cols]):
+            buckets = tl.bucket(_us(part["_ts_first"]))
+            versions = part["_version"].to_numpy()
+            for path, rows, codes in _error_values(part.drop_columns(["_version", "_ts_first"])):
+                nz = codes != 0
+                if not nz.any():
+                    continue
+                r = rows[nz]
+                yield pa.table(
+                    {
+                        "api": pa.array([message[: -len("Response")]] * len(r), pa.string()),
+                        "version": pa.array(versions[r], pa.int16()),
+                        "field": pa.array([path] * len(r), pa.string()),
+                        "error_code": pa.array(codes[nz].astype(np.int16), pa.int16()),
+                        "bucket": pa.array(buckets[r], pa.int64()),
+                        "one": pa.array(np.ones(len(r), np.int64)),
+                    }
+                )
+
+
+def _error_names(codes: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Kafka's name of each error code (null for null), without a Python object per code."""
+    distinct = [c for c in pc.unique(codes).to_pylist() if c is not None]
+    lookup = pa.array(distinct, pa.int64())
+    at = pc.index_in(pc.cast(codes, pa.int64()), value_set=lookup)
+    return pc.take(pa.array([error_name(c) for c in distinct], pa.string()), at)
+
+
+def _with_names(t: pa.Table) -> pa.Table:
+    names = _error_names(t["error_code"])
+    return t.add_column(t.schema.get_field_index("error_code") + 1, "error", names)
+
+
+def errors(outdir: str | Path) -> pa.Table:
+    """Per API, version, error field and non-zero error code (with Kafka's name for it): how
+    many times a response carried it."""
+    t = _aggregate(
+        _error_parts(outdir, timeline(outdir)),
+        ["api", "version", "field", "error_code"],
+        [("one", "sum", "count")],
+        pa.schema(
+            [
+                ("api", pa.string()),
+                ("version", pa.int16()),
+                ("field", pa.string()),
+                ("error_code", pa.int16()),
+                ("count", pa.int64()),
+            ]
+        ),
+    )
+    t = t.sort_by(
+        [("api", "ascending"), ("version", "ascending"), ("field", "ascending"), ("error_code", "ascending")]
+    )
+    return _with_names(t)
+
+
+def errors_over_time(outdir: str | Path) -> pa.Table:
+    """Per bucket of response time, API and non-zero error code: how many."""
+    tl = timeline(outdir)
+    t = _aggregate(
+        _error_parts(outdir, tl),
+        ["bucket", "api", "error_code"],
+        [("one", "sum", "count")],
+        pa.schema(
+            [("bucket", pa.int64()), ("api", pa.string()), ("error_code", pa.int16()), ("count", pa.int64())]
+        ),
+    )
+    t = t.sort_by([("bucket", "ascending"), ("api", "ascending"), ("error_code", "ascending")])
+    return tl.with_t(_with_names(t))
+
+
+# ---------------------------------------------------------------------------------------------
+# consumer groups
+
+
+_LINK = ["_capture", "_client", "_broker", "_correlation_id"]
+# the type of each response column ``_pairs`` reads, for a capture without the response table
+_RESPONSE_TYPES = {
+    "error_code": pa.int16(),
+    "member_id": pa.string(),
+    "generation_id": pa.int32(),
+    "producer_id": pa.int64(),
+    "producer_epoch": pa.int16(),
+}
+
+
+def _pairs(
+    outdir: str | Path, api: str, request_cols: Sequence[str], response_cols: Sequence[str]
+) -> pa.Table | None:
+    """Requests of ``api`` joined with their responses (left: a request with no response in the
+    capture keeps its row, response columns null). Response columns are prefixed ``r_``."""
+    req = _read(outdir, f"{api}Request", [*_LINK, "_client_id", "_ts_first", "_version", *request_cols])
+    if req is None:
+        return None
+    resp = _read(outdir, f"{api}Response", [*_LINK, "_latency_ns", *response_cols])
+    if resp is None:
+        # no response table (only client -> broker captured, say): every response column asked
+        # for, typed, with no rows; the left join gives each request nulls for them
+        resp = pa.table(
+            {
+                **{c: pa.array([], req[c].type) for c in _LINK},
+                "_latency_ns": pa.array([], pa.int64()),
+                **{c: pa.array([], _RESPONSE_TYPES.get(c, pa.string())) for c in response_cols},
+            }
+        )
+    resp = resp.rename_columns([c if c in _LINK else f"r_{c}" for c in resp.column_names])
+    # the join on the link columns and a row number only: Acero joins no list columns
+    keys = req.select(_LINK).append_column("_row", pa.array(np.arange(req.num_rows), pa.int64()))
+    joined = keys.join(resp, _LINK, join_type="left outer", use_threads=False).sort_by("_row")
+    out = req.take(joined["_row"])
+    for c in resp.column_names:
+        if c not in _LINK:
+            out = out.append_column(c, joined[c])
+    return out
+
+
+def _ts(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.cast(col, pa.timestamp("us", "UTC"))
+
+
+_EVENT_SCHEMA = pa.schema(
+    [
+        ("ts", pa.timestamp("us", "UTC")),
+        ("api", pa.string()),
+        ("group_id", pa.string()),
+        ("member_id", pa.string()),
+        ("generation_id", pa.int32()),
+        ("client", pa.string()),
+        ("client_id", pa.string()),
+        ("correlation_id", pa.int32()),
+        ("error_code", pa.int16()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def group_events(outdir: str | Path) -> pa.Table:
+    """Every JoinGroup, SyncGroup, Heartbeat and LeaveGroup request with its response: time,
+    group, member (for JoinGroup the id the coordinator gave, for LeaveGroup v3+ each member
+    leaving), generation, client, correlation id, error code and name (null: no response in the
+    capture)."""
+    parts = []
+    for api in GROUP_APIS:
+        req_cols = {
+            "JoinGroup": ["group_id", "member_id"],
+            "SyncGroup": ["group_id", "member_id", "generation_id"],
+            "Heartbeat": ["group_id", "member_id", "generation_id"],
+            "LeaveGroup": ["group_id", "member_id", "members"],
+        }[api]
+        resp_cols = ["error_code"] + (["member_id", "generation_id"] if api == "JoinGroup" else [])
+        t = _pairs(outdir, api, req_cols, resp_cols)
+        if t is None or not t.num_rows:
+            continue
+        n = t.num_rows
+        if api == "JoinGroup":
+            member = pc.if_else(
+                pc.and_(pc.is_valid(t["r_member_id"]), pc.not_equal(t["r_member_id"], "")),
+                t["r_member_id"],
+                t["member_id"],
+            )
+            generation = t["r_generation_id"]
+        elif api == "LeaveGroup":
+            # v3+: a list of members; v0-2: one member_id
+            names = []
+            for single, many in zip(t["member_id"].to_pylist(), t["members"].to_pylist(), strict=True):
+                names.append(", ".join(m["member_id"] for m in many) if many else single)
+            member = pa.array(names, pa.string())
+            generation = pa.nulls(n, pa.int32())
+        else:
+            member = t["member_id"]
+            generation = t["generation_id"]
+        codes = t["r_error_code"]
+        parts.append(
+            pa.table(
+                {
+                    "ts": _ts(t["_ts_first"]),
+                    "api": pa.array([api] * n, pa.string()),
+                    "group_id": t["group_id"],
+                    "member_id": member,
+                    "generation_id": pc.cast(generation, pa.int32()),
+                    "client": t["_client"],
+                    "client_id": t["_client_id"],
+                    "correlation_id": t["_correlation_id"],
+                    "error_code": pc.cast(codes, pa.int16()),
+                    "error": _error_names(codes),
+                }
+            ).cast(_EVENT_SCHEMA)
+        )
+    if not parts:
+        return _EVENT_SCHEMA.empty_table()
+    return pa.concat_tables(parts).sort_by(
+        [("ts", "ascending"), ("api", "ascending"), ("correlation_id", "ascending")]
+    )
+
+
+def group_summary(outdir: str | Path) -> pa.Table:
+    """Per group, API and outcome (error name; ``NO_RESPONSE`` where the capture has none): how
+    many requests, and how many distinct members."""
+    ev = group_events(outdir)
+    ev = ev.set_column(ev.schema.get_field_index("error"), "error", pc.fill_null(ev["error"], "NO_RESPONSE"))
+    g = _group(
+        ev,
+        ["group_id", "api", "error"],
+        [("correlation_id", "count"), ("member_id", "count_distinct")],
+        ["requests", "members"],
+    )
+    return g.sort_by([("group_id", "ascending"), ("api", "ascending"), ("error", "ascending")])
+
+
+def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[str]) -> pa.Table | None:
+    """One row per ``topics[].partitions[]`` element of every row of ``message``: the row's
+    ``cols``, the topic's name as ``topic``, and the partition's ``fields`` (Arrow all the way:
+    no Python object per partition)."""
+    parts = []
+    for part in _batches(
+        outdir, message, [*cols, "topics.name", *(f"topics.partitions.{f}" for f in fields)]
+    ):
+        rows, topics = _unnest(part["topics"].combine_chunks())
+        rows2, partitions = _unnest(topics["partitions"])
+        at = pa.array(rows[rows2])
+        table = {c: pc.take(part[c], at) for c in cols}
+        table["topic"] = pc.take(topics["name"], pa.array(rows2))
+        table.update({f: partitions[f] for f in fields})
+        parts.append(pa.table(table))
+    return pa.concat_tables(parts) if parts else None
+
+
+def _commits(outdir: str | Path) -> pa.Table:
+    """One row per partition of every OffsetCommit request, with its response's error (null:
+    no response in the capture), in capture order."""
+    schema = pa.schema(
+        [
+            ("ts", pa.timestamp("us", "UTC")),
+            ("group_id", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("committed_offset", pa.int64()),
+            ("error_code", pa.int16()),
+        ]
+    )
+    keys = [*_LINK, "topic", "partition_index"]
+    req = _partitions(outdir, "OffsetCommitRequest", [*_LINK, "_ts_first", "group_id"],
+                      ["partition_index", "committed_offset"])  # fmt: skip
+    if req is None or not req.num_rows:
+        return schema.empty_table()
+    resp = _partitions(outdir, "OffsetCommitResponse", list(_LINK), ["partition_index", "error_code"])
+    if resp is None:
+        resp = pa.table(
+            {**{k: pa.array([], req[k].type) for k in keys}, "error_code": pa.array([], pa.int16())}
+        )
+    t = req.join(resp, keys, join_type="left outer", use_threads=False)
+    out = pa.table(
+        {
+            "ts": _ts(t["_ts_first"]),
+            "group_id": t["group_id"],
+            "topic": t["topic"],
+            "partition": t["partition_index"],
+            "committed_offset": t["committed_offset"],
+            "error_code": t["error_code"],
+        }
+    ).cast(schema)
+    return out.sort_by([("ts", "ascending")])
+
+
+def committed_offsets(outdir: str | Path) -> pa.Table:
+    """Per group, topic and partition: OffsetCommit requests, how many the broker accepted
+    (error NONE), and the last accepted offset and when it was committed."""
+    c = _commits(outdir)
+    keys = ["group_id", "topic", "partition"]
+    c = c.append_column("ok", pc.cast(pc.fill_null(pc.equal(c["error_code"], 0), False), pa.int64()))
+    totals = _group(c, keys, [("ok", "count"), ("ok", "sum")], ["commits", "accepted"])
+    accepted = c.filter(pc.equal(c["ok"], 1))  # in capture order: the last is the latest
+    last = _group(
+        accepted, keys, [("committed_offset", "last"), ("ts", "last")], ["committed_offset", "committed_at"]
+    )
+    out = totals.join(last, keys, join_type="left outer", use_threads=False)
+    return out.select([*keys, "commits", "accepted", "committed_offset", "committed_at"]).sort_by(
+        [(k, "ascending") for k in keys]
+    )
+
+
+def _unnest(arr: pa.Array) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """A list<struct> array's elements: the row each came from, and the struct's fields."""
+    parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(arr)
+    return parents, dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+
+
+def _high_watermarks(outdir: str | Path) -> dict[tuple[str, int], tuple[int, object]]:
+    """(topic, partition) -> the last high watermark a Fetch response without error gave, and
+    when (the records inside are never turned into Python objects)."""
+    parts = []
+    wanted = ["_ts_first", "responses.topic"] + [
+        f"responses.partitions.{f}" for f in ("partition_index", "high_watermark", "error_code")
+    ]
+    for part in _batches(outdir, "FetchResponse", wanted):
+        rows, topics = _unnest(part["responses"].combine_chunks())
+        rows2, p = _unnest(topics["partitions"])
+        t = pa.table(
+            {
+                "topic": pc.take(topics["topic"], pa.array(rows2)),
+                "partition": p["partition_index"],
+                "hw": p["high_watermark"],
+                "error_code": p["error_code"],
+                "ts": pc.take(_ts(part["_ts_first"]), pa.array(rows[rows2])),
+            }
+        )
+        keep = pc.and_(
+            pc.and_(pc.equal(t["error_code"], 0), pc.greater_equal(t["hw"], 0)), pc.is_valid(t["topic"])
+        )
+        parts.append(t.filter(keep))
+    if not parts:
+        return {}
+    t = pa.concat_tables(parts).sort_by([("ts", "ascending")])  # stable: the later of a tie wins
+    g = _group(t, ["topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
+    return {
+        (topic, part): (hw, ts)
+        for topic, part, hw, ts in zip(
+            *(g[c].to_pylist() for c in ("topic", "partition", "hw", "ts")), strict=True
+        )
+    }
+
+
+def lag(outdir: str | Path) -> pa.Table:
+    """Per group, topic and partition where the capture holds both an accepted committed offset
+    and a high watermark (from a Fetch response without error): both, when each was seen, and
+    lag = high watermark - committed offset."""
+    schema = pa.schema(
+        [
+            ("group_id", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("committed_offset", pa.int64()),
+            ("committed_at", pa.timestamp("us", "UTC")),
+            ("high_watermark", pa.int64()),
+            ("high_watermark_at", pa.timestamp("us", "UTC")),
+            ("lag", pa.int64()),
+        ]
+    )
+    hw = _high_watermarks(outdir)
+    rows = []
+    for r in committed_offsets(outdir).to_pylist():
+        k = (r["topic"], r["partition"])
+        if r["committed_offset"] is None or k not in hw:
+            continue
+        h, at = hw[k]
+        rows.append(
+            {
+                **{c: r[c] for c in ("group_id", "topic", "partition", "committed_offset", "committed_at")},
+                "high_watermark": h,
+                "high_watermark_at": at,
+                "lag": h - r["committed_offset"],
+            }
+        )
+    return pa.Table.from_pylist(rows, schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# producers
+
+
+def producers(outdir: str | Path) -> pa.Table:
+    """Per producer id and epoch (from produced record batches with a producer id): client id,
+    transactional or not, batches, records, partitions written, first and last batch; with the
+    transactional id where an InitProducerId response in the capture gave that id."""
+    txn_ids: dict[int, str | None] = {}
+    pairs = _pairs(outdir, "InitProducerId", ["transactional_id"], ["producer_id", "error_code"])
+    if pairs is not None:
+        for r in pairs.to_pylist():
+            if r["r_error_code"] == 0 and r["r_producer_id"] is not None:
+                txn_ids[r["r_producer_id"]] = r["transactional_id"]
+    schema = pa.schema(
+        [
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int16()),
+            ("transactional_id", pa.string()),
+            ("client_id", pa.string()),
+            ("transactional", pa.bool_()),
+            ("batches", pa.int64()),
+            ("records", pa.int64()),
+            ("partitions", pa.int64()),
+            ("first", pa.timestamp("us", "UTC")),
+            ("last", pa.timestamp("us", "UTC")),
+        ]
+    )
+    b = _produced(outdir)
+    if not b.num_rows:
+        return schema.empty_table()
+    g = _group(
+        b,
+        ["producer_id", "producer_epoch", "client_id"],
+        [
+            ("transactional", "any"),
+            ("record_count", "count"),
+            ("record_count", "sum"),
+            ("tp", "count_distinct"),
+            ("ts", "min"),
+            ("ts", "max"),
+        ],
+        ["transactional", "batches", "records", "partitions", "first", "last"],
+    )
+    txn = pa.array([txn_ids.get(p) for p in g["producer_id"].to_pylist()], pa.string())
+    g = g.append_column("transactional_id", txn)
+    return g.select(schema.names).cast(schema).sort_by([("first", "ascending"), ("producer_id", "ascending")])
+
+
+def _produced(outdir: str | Path) -> pa.Table:
+    """Produced record batches with a producer id (>= 0), the columns the producer tables use."""
+    cols = [
+        "_message",
+        "_client_id",
+        "_ts_first",
+        "_correlation_id",
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+        "transactional",
+        "control",
+    ]
+    parts = []
+    for part in _batches(outdir, "record_batches", cols):
+        part = part.filter(
+            pc.and_(pc.equal(part["_message"], "ProduceRequest"), pc.greater_equal(part["producer_id"], 0))
+        )
+        if part.num_rows:
+            parts.append(part)
+    schema = pa.schema(
+        [
+            ("client_id", pa.string()),
+            ("ts", pa.timestamp("us", "UTC")),
+            ("correlation_id", pa.int32()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int16()),
+            ("base_sequence", pa.int32()),
+            ("record_count", pa.int32()),
+            ("transactional", pa.bool_()),
+            ("tp", pa.string()),
+        ]
+    )
+    if not parts:
+        return schema.empty_table()
+    t = pa.concat_tables(parts)
+    tp = pc.binary_join_element_wise(
+        pc.fill_null(t["topic"], ""), pc.cast(t["partition"], pa.string()), "\x00"
+    )
+    return pa.table(
+        {
+            "client_id": t["_client_id"],
+            "ts": _ts(t["_ts_first"]),
+            "correlation_id": t["_correlation_id"],
+            "topic": t["topic"],
+            "partition": t["partition"],
+            "producer_id": t["producer_id"],
+            "producer_epoch": t["producer_epoch"],
+            "base_sequence": t["base_sequence"],
+            "record_count": t["record_count"],
+            "transactional": t["transactional"],
+            "tp": tp,
+        }
+    ).cast(schema)
+
+
+def sequences(outdir: str | Path) -> pa.Table:
+    """Per producer id, epoch, topic and partition, the produced batches in capture order: how
+    many, first and last sequence, gaps (a batch whose base sequence is past the one expected:
+    the previous batch's base + its records, wrapping after 2^31 - 1) and duplicates (a batch at
+    or before the one expected: a retry, or one sent twice), and the records the gaps skip."""
+    b = _produced(outdir).sort_by(
+        [
+            ("producer_id", "ascending"),
+            ("producer_epoch", "ascending"),
+            ("topic", "ascending"),
+            ("partition", "ascending"),
+            ("ts", "ascending"),
+            ("correlation_id", "ascending"),
+            ("base_sequence", "ascending"),
+        ]
+    )
+    keys = ["producer_id", "producer_epoch", "topic", "partition"]
+    n = b.num_rows
+    change = np.zeros(n, bool)  # where a (producer, epoch, topic, partition) starts
+    change[:1] = True
+    for k in keys:
+        col = b[k].combine_chunks()
+        if n > 1:
+            after, before = col.slice(1), col.slice(0, n - 1)
+            differ = pc.fill_null(pc.not_equal(after, before), True)
+            same_null = pc.and_(pc.is_null(after), pc.is_null(before))
+            change[1:] |= pc.and_(differ, pc.invert(same_null)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], n)
+    group = np.cumsum(change) - 1
+    seq = b["base_sequence"].to_numpy().astype(np.int64)
+    # unwrapped sequences: a step back of more than 2^30 is the wrap after 2^31 - 1 (and a step
+    # forward as far, a batch from before the wrap sent again)
+    step = np.diff(seq, prepend=seq[:1])
+    step[change] = 0
+    wraps = np.cumsum(np.where(step < -(2**30), 1, np.where(step > 2**30, -1, 0)))
+    wraps -= np.repeat(wraps[starts], ends - starts)
+    u = seq + wraps * 2**31
+    end = u + b["record_count"].to_numpy().astype(np.int64)
+    # the expected sequence of each batch: the furthest end of the batches before it in its
+    # group, by one running maximum over groups lifted apart (2^36 > any unwrapped end + 2^32)
+    lift = group * 2**36 + 2**32
+    reach = np.maximum.accumulate(end + lift) - lift
+    expected = np.empty(n, np.int64)
+    expected[1:] = reach[:-1]
+    diff = u - expected
+    diff[change] = 0
+    gap, dup = diff > 0, diff < 0
+    at = starts
+
+    def per_group(x: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(x.astype(np.int64), starts) if n else np.zeros(0, np.int64)
+
+    return pa.table(
+        {
+            "producer_id": pc.take(b["producer_id"], at),
+            "producer_epoch": pc.take(b["producer_epoch"], at),
+            "topic": pc.take(b["topic"], at),
+            "partition": pc.take(b["partition"], at),
+            "batches": pa.array(ends - starts, pa.int64()),
+            "first_sequence": pa.array(seq[starts].astype(np.int32), pa.int32()),
+            "last_sequence": pa.array(
+                ((reach[ends - 1] - 1) % 2**31).astype(np.int32) if n else [], pa.int32()
+            ),
+            "gaps": pa.array(per_group(gap), pa.int64()),
+            "missing_records": pa.array(per_group(np.where(gap, diff, 0)), pa.int64()),
+            "duplicates": pa.array(per_group(dup), pa.int64()),
+        }
+    )
+
+
+def transactions(outdir: str | Path) -> pa.Table:
+    """Every EndTxn request with its response: time, transactional id, producer id and epoch,
+    what the producer asked (COMMIT or ABORT) and the broker's answer (error name; null: no
+    response in the capture)."""
+    schema = pa.schema(
+        [
+            ("ts", pa.timestamp("us", "UTC")),
+            ("transactional_id", pa.string()),
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int16()),
+            ("outcome", pa.string()),
+            ("client_id", pa.string()),
+            ("correlation_id", pa.int32()),
+            ("error_code", pa.int16()),
+            ("error", pa.string()),
+        ]
+    )
+    t = _pairs(
+        outdir, "EndTxn", ["transactional_id", "producer_id", "producer_epoch", "committed"], ["error_code"]
+    )
+    if t is None or not t.num_rows:
+        return schema.empty_table()
+    out = pa.table(
+        {
+            "ts": _ts(t["_ts_first"]),
+            "transactional_id": t["transactional_id"],
+            "producer_id": t["producer_id"],
+            "producer_epoch": t["producer_epoch"],
+            "outcome": pc.if_else(t["committed"], "COMMIT", "ABORT"),
+            "client_id": t["_client_id"],
+            "correlation_id": t["_correlation_id"],
+            "error_code": pc.cast(t["r_error_code"], pa.int16()),
+            "error": _error_names(t["r_error_code"]),
+        }
+    ).cast(schema)
+    return out.sort_by([("ts", "ascending"), ("correlation_id", "ascending")])
+
+
+def markers(outdir: str | Path) -> pa.Table:
+    """Transaction markers (control records COMMIT and ABORT) seen in the records, per side
+    (produce, fetch), topic, partition and type: how many, and the first and last offset."""
+    schema = pa.schema(
+        [
+            ("side", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("type", pa.string()),
+            ("markers", pa.int64()),
+            ("first_offset", pa.int64()),
+            ("last_offset", pa.int64()),
+        ]
+    )
+
+    def parts() -> Iterator[pa.Table]:
+        for part in _batches(
+            outdir, "record_markers", ["_message", "topic", "partition", "type", "record_offset"]
+        ):
+            part = part.filter(
+                pc.and_(
+                    pc.is_in(part["type"], pa.array(["COMMIT", "ABORT"])),
+                    pc.is_in(part["_message"], pa.array(list(SIDES))),
+                )
+            )
+            if part.num_rows:
+                sides = pa.array([SIDES[m] for m in part["_message"].to_pylist()], pa.string())
+                yield part.append_column("side", sides)
+
+    t = _aggregate(
+        parts(),
+        ["side", "topic", "partition", "type"],
+        [
+            ("record_offset", "count", "markers"),
+            ("record_offset", "min", "first_offset"),
+            ("record_offset", "max", "last_offset"),
+        ],
+        schema,
+    )
+    return t.cast(schema).sort_by(
+        [("side", "descending"), ("topic", "ascending"), ("partition", "ascending"), ("type", "ascending")]
+    )
+
+
+SECTIONS: dict[str, list[Callable[[str | Path], pa.Table]]] = {
+    "overview": [overview, connections, apis, rejects],
+    "latency": [latency, latency_over_time, slowest],
+    "throughput": [
+        throughput_by_topic,
+        throughput_by_partition,
+        throughput_by_client,
+        throughput_over_time,
+        compression,
+    ],
+    "errors": [errors, errors_over_time],
+    "groups": [group_summary, group_events, committed_offsets, lag],
+    "producers": [producers, sequences, transactions, markers],
+}

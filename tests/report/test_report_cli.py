@@ -1,0 +1,75 @@
+"""``arrowkafka report`` and ``arrowkafka decode --report``: the report's path printed, and each
+mistake said in one line with exit status 2, no traceback, nothing left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from arrowkafka.cli import main
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "arrowkafka", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess[str], text: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("arrowkafka: error: ") and text in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_the_report_of_a_decoded_folder(decoded: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "mine.html"
+    proc = _run("report", str(decoded["noida_kafka_python"]), "-o", str(out))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == f"wrote the report to {out}\n"
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.html"]  # no temporary file left
+
+
+@pytest.mark.parametrize(("capture", "status"), [("noida_kafka_python", 0), ("tansu_confluent", 1)])
+def test_decode_with_report(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], capture: str, status: int
+) -> None:
+    """The report follows the decode, also when some input went to rejects (status 1)."""
+    out = tmp_path / "out"
+    assert (
+        main(["decode", str(shared / "captures" / f"{capture}.pcap"), "-o", str(out), "--report"]) == status
+    )
+    printed = capsys.readouterr().out
+    assert printed.rstrip("\n").splitlines()[-1] == f"wrote the report to {out / 'report.html'}"
+    assert (out / "report.html").is_file()
+
+
+def test_a_folder_that_is_missing_or_not_decode_output(tmp_path: Path) -> None:
+    _one_line(_run("report", str(tmp_path / "nowhere")), f"{tmp_path / 'nowhere'}: no such folder")
+    _one_line(_run("report", str(tmp_path)), "not a folder `arrowkafka decode` wrote")
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")  # Parquet, but not ours
+    _one_line(_run("report", str(tmp_path)), "not a folder `arrowkafka decode` wrote")
+    (tmp_path / "file").write_text("x")
+    _one_line(_run("report", str(tmp_path / "file")), "not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "other.parquet"]
+
+
+def test_an_output_that_cannot_be_written(decoded: dict[str, Path], tmp_path: Path) -> None:
+    folder = str(decoded["kafka091_legacy"])
+    _one_line(
+        _run("report", folder, "-o", str(tmp_path / "missing" / "r.html")), "no such folder for the report"
+    )
+    _one_line(_run("report", folder, "-o", str(tmp_path)), "is a folder")
+    (tmp_path / "file").write_text("x")
+    _one_line(
+        _run("report", folder, "-o", str(tmp_path / "file" / "r.html")), "no such folder for the report"
+    )
+    # /proc takes no new files, even from root (who may write anywhere chmod forbids)
+    _one_line(_run("report", folder, "-o", "/proc/arrowkafka-report.html"), "cannot write the report")
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
