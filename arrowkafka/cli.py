@@ -49,7 +49,8 @@ SAMPLE = "tansu_confluent.pcap"
 EXIT = """exit status:
   0    everything decoded (`sample`: the job ran)
   1    done, but some input went to the rejects table (a frame or batch that did not
-       decode, a capture file cut mid-record: the summary says what and why)
+       decode, a capture file cut mid-record: the summary says what and why); or with
+       `decode --report`, the tables were written but the report failed (said on stderr)
   2    nothing done: a mistake in the command (a bad option, a path that is missing or not
        a capture, an output folder that cannot be written or holds an earlier run)
   130  interrupted
@@ -104,7 +105,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
     print(summary.render())
     print(f"\nwrote {len(summary.tables)} tables, the record tables and rejects.parquet to {args.output}/")
     if getattr(args, "report", False):
-        _write_report(args.output, None)
+        try:
+            _write_report(args.output, None)
+        except Exception as e:  # the tables are written: say so (not status 2, "nothing written")
+            why = str(e) if isinstance(e, ArrowKafkaError) else f"{type(e).__name__}: {e}"
+            print(f"arrowkafka: error: the tables were written to {args.output}/; the report failed: {why}",
+                  file=sys.stderr)  # fmt: skip
+            return 1
     clean = summary.rejects == 0 and summary.record_rejects == 0 and summary.frames_in == summary.rows
     return 0 if clean else 1  # a cut capture file is a reject row too
 

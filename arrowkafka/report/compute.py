@@ -51,6 +51,7 @@ __all__ = [
     "latency",
     "latency_over_time",
     "markers",
+    "member_lanes",
     "message_tables",
     "not_decode_output",
     "overview",
@@ -357,18 +358,25 @@ def rejects(outdir: str | Path) -> pa.Table:
 
 
 def _record_totals(outdir: str | Path) -> dict[str, int]:
-    out = {"record_batches": 0, "records": 0, "record_bytes": 0}
-    for part in _batches(outdir, "record_batches", ["record_count", "size"]):
+    """Every record batch and its bytes; the records of data batches (a control batch's record
+    is a transaction marker, not a record written); control and partial batches apart."""
+    out = {"record_batches": 0, "records": 0, "record_bytes": 0, "control_batches": 0, "partial_batches": 0}
+    for part in _batches(outdir, "record_batches", ["record_count", "size", "control", "partial"]):
+        control = pc.fill_null(part["control"], False)
         out["record_batches"] += part.num_rows
-        out["records"] += int(pc.sum(part["record_count"]).as_py() or 0)
+        out["records"] += int(pc.sum(part.filter(pc.invert(control))["record_count"]).as_py() or 0)
         out["record_bytes"] += int(pc.sum(part["size"]).as_py() or 0)
+        out["control_batches"] += int(pc.sum(pc.cast(control, pa.int64())).as_py() or 0)
+        out["partial_batches"] += int(pc.sum(pc.cast(part["partial"], pa.int64())).as_py() or 0)
     return out
 
 
 def overview(outdir: str | Path) -> pa.Table:
     """One row: the capture's first and last frame, its duration, how many capture files,
     connections, client addresses, client ids, brokers, requests, responses, APIs (and API
-    versions), rejects, record batches, records and their bytes."""
+    versions), rejects, record batches (all: data, control and partial), records (of the data
+    batches: no transaction markers), the batches' bytes, control batches and partial batches
+    (cut at the end of a Fetch response)."""
     tl = timeline(outdir)
     conns = connections(outdir)
     api = apis(outdir)
@@ -528,6 +536,7 @@ def slowest(outdir: str | Path, n: int = SLOWEST) -> pa.Table:
 _BATCH_COLS = [
     "_message",
     "_client",
+    "_broker",
     "_client_id",
     "_ts_first",
     "topic",
@@ -538,14 +547,20 @@ _BATCH_COLS = [
     "uncompressed_size",
     "codec",
     "control",
+    "partial",
 ]
 
 
 def _record_parts(outdir: str | Path, columns: Sequence[str] = _BATCH_COLS) -> Iterator[pa.Table]:
-    """record_batches of Produce requests and Fetch responses, with ``side`` (produce, fetch)."""
+    """The whole data batches of Produce requests and Fetch responses, with ``side`` (produce,
+    fetch): no control batch (its one record is a transaction marker: ``markers``) and no
+    partial batch (cut at the end of a Fetch response: sent again whole in a later one)."""
     for part in _batches(outdir, "record_batches", columns):
         side = pc.cast(part["_message"], pa.string())
-        keep = pc.is_in(side, pa.array(list(SIDES)))
+        keep = pc.and_(
+            pc.and_(pc.is_in(side, pa.array(list(SIDES))), pc.invert(pc.fill_null(part["control"], False))),
+            pc.invert(part["partial"]),
+        )
         part = part.filter(keep)
         if not part.num_rows:
             continue
@@ -624,24 +639,24 @@ def throughput_by_topic(outdir: str | Path) -> pa.Table:
 
 def throughput_by_client(outdir: str | Path) -> pa.Table:
     """Per client (client id and address), produce and fetch side by side: record batches,
-    records, bytes, and records and bytes per second over the capture."""
+    records, bytes, and records and bytes per second over the capture. The client id is its
+    connection's (as in ``connections``): a Fetch response carries none of its own."""
     keys = ["client_id", "client"]
 
     def parts() -> Iterator[pa.Table]:
         for p in _record_parts(outdir):
-            yield p.rename_columns(
-                [
-                    "client_id" if c == "_client_id" else "client" if c == "_client" else c
-                    for c in p.column_names
-                ]
-            )
+            yield p.rename_columns(["client" if c == "_client" else "broker" if c == "_broker" else c
+                                    for c in p.column_names])  # fmt: skip
 
     t = _aggregate(
         parts(),
-        [*keys, "side"],
+        ["client", "broker", "side"],
         _SIDE_AGGS,
-        _side_schema([("client_id", pa.string()), ("client", pa.string())]),
+        _side_schema([("client", pa.string()), ("broker", pa.string())]),
     )
+    ids = connections(outdir).select(["client", "broker", "client_id"])
+    t = t.join(ids, ["client", "broker"], join_type="left outer", use_threads=False)
+    t = _group(t, [*keys, "side"], [(n, "sum") for _, _, n in _SIDE_AGGS], [n for _, _, n in _SIDE_AGGS])
     return _side_by_side(t, keys, timeline(outdir).seconds)
 
 
@@ -676,13 +691,26 @@ def throughput_over_time(outdir: str | Path) -> pa.Table:
 
 
 def compression(outdir: str | Path) -> pa.Table:
-    """Per side, topic and codec: batches, records, the records' bytes as sent and uncompressed,
-    and the ratio (uncompressed / sent; 1 for batches sent uncompressed)."""
+    """Per side, topic and codec, over the whole data batches (no control or partial batch):
+    batches, those that did not decode (their records could not be read or decompressed),
+    records, and over the batches that decoded: the records' bytes as sent and uncompressed, and
+    the ratio (uncompressed / sent; 1 for batches sent uncompressed)."""
+
+    def parts() -> Iterator[pa.Table]:
+        for p in _record_parts(outdir):
+            good = pc.is_valid(p["uncompressed_size"])
+            yield p.append_column("undecoded", pc.cast(pc.invert(good), pa.int64())).set_column(
+                p.schema.get_field_index("records_size"),
+                "records_size",
+                pc.if_else(good, p["records_size"], pa.scalar(None, pa.int64())),
+            )
+
     t = _aggregate(
-        _record_parts(outdir),
+        parts(),
         ["side", "topic", "codec"],
         [
             ("size", "count", "batches"),
+            ("undecoded", "sum", "undecoded"),
             ("record_count", "sum", "records"),
             ("records_size", "sum", "sent_bytes"),
             ("uncompressed_size", "sum", "uncompressed_bytes"),
@@ -693,6 +721,7 @@ def compression(outdir: str | Path) -> pa.Table:
                 ("topic", pa.string()),
                 ("codec", pa.string()),
                 ("batches", pa.int64()),
+                ("undecoded", pa.int64()),
                 ("records", pa.int64()),
                 ("sent_bytes", pa.int64()),
                 ("uncompressed_bytes", pa.int64()),
@@ -712,8 +741,9 @@ def compression(outdir: str | Path) -> pa.Table:
 # errors
 
 
-def _is_error_field(f: pa.Field) -> bool:
-    return (f.name == "error_code" or f.name.endswith("_error_code")) and pa.types.is_integer(f.type)
+def _is_error_field(name: str, type_: pa.DataType) -> bool:
+    """The one rule for an error field: an integer named ``error_code`` or ``*_error_code``."""
+    return (name == "error_code" or name.endswith("_error_code")) and pa.types.is_integer(type_)
 
 
 def error_fields(schema: pa.Schema) -> list[str]:
@@ -723,7 +753,7 @@ def error_fields(schema: pa.Schema) -> list[str]:
 
     def walk(fields: Sequence[pa.Field], prefix: str) -> None:
         for f in fields:
-            if _is_error_field(f):
+            if _is_error_field(f.name, f.type):
                 out.append(prefix + f.name)
             elif pa.types.is_struct(f.type):
                 walk(list(f.type), prefix + f.name + ".")
@@ -744,10 +774,9 @@ def _error_values(table: pa.Table) -> Iterator[tuple[str, np.ndarray, np.ndarray
     ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         for name, arr in arrays.items():
             t = arr.type
-            if name == "error_code" or name.endswith("_error_code"):
-                if pa.types.is_integer(t):
-                    valid = pc.is_valid(arr).to_numpy(zero_copy_only=False)
-                    yield prefix + name, rows[valid], pc.drop_null(arr).to_numpy(zero_copy_only=False)
+            if _is_error_field(name, t):
+                valid = pc.is_valid(arr).to_numpy(zero_copy_only=False)
+                yield prefix + name, rows[valid], pc.drop_null(arr).to_numpy(zero_copy_only=False)
             elif pa.types.is_struct(t):
                 yield from walk(
                     dict(zip([f.name for f in t], arr.flatten(), strict=True)), rows, prefix + name + "."
@@ -990,6 +1019,39 @@ def group_summary(outdir: str | Path) -> pa.Table:
     return g.sort_by([("group_id", "ascending"), ("api", "ascending"), ("error", "ascending")])
 
 
+def member_lanes(
+    events: pa.Table, start_us: int, seconds: float, lanes: int, points: int = 400
+) -> tuple[list[tuple[str, str]], int, pa.Table]:
+    """What the membership plot draws of ``group_events``: the ``lanes`` (group, member) with the
+    most requests (sorted), how many members there are, and one dot per API, outcome (ok: error
+    NONE), lane and 1/``points`` of the capture: api, ok, t (seconds from the first frame) and
+    lane (its index), so a member's heartbeats over hours stay a few hundred points. All in
+    Arrow: events may be many."""
+    member = pc.fill_null(events["member_id"], "")
+    lane = pc.binary_join_element_wise(pc.fill_null(events["group_id"], ""), member, "\x00")
+    counts = pa.table({"lane": lane}).group_by("lane", use_threads=False).aggregate([("lane", "count")])
+    top = counts.sort_by([("lane_count", "descending"), ("lane", "ascending")]).slice(0, lanes)
+    names = sorted(top["lane"].to_pylist())
+    step = max(seconds, 1e-3) / points
+    us = pc.cast(pc.cast(events["ts"], pa.timestamp("us", "UTC")), pa.int64())
+    x = pc.round(pc.divide(pc.divide(pc.cast(pc.subtract(us, start_us), pa.float64()), 1e6), step))
+    ok = pc.fill_null(pc.equal(events["error_code"], 0), False)
+    marked = pa.table({"api": events["api"], "ok": ok, "x": x, "lane": lane})
+    index = pc.index_in(marked["lane"], value_set=pa.array(names, pa.string()))
+    marked = marked.set_column(3, "lane", index).filter(pc.is_valid(index))
+    dots = marked.group_by(["api", "ok", "x", "lane"], use_threads=False).aggregate([])
+    dots = pa.table(
+        {
+            "api": dots["api"],
+            "ok": dots["ok"],
+            "t": pc.multiply(dots["x"], step),
+            "lane": pc.cast(dots["lane"], pa.int64()),
+        }
+    ).sort_by([("api", "ascending"), ("ok", "ascending"), ("t", "ascending"), ("lane", "ascending")])
+    split = [name.split("\x00", 1) for name in names]
+    return [(g, m) for g, m in split], counts.num_rows, dots
+
+
 def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[str]) -> pa.Table | None:
     """One row per ``topics[].partitions[]`` element of every row of ``message``: the row's
     ``cols``, the topic's name as ``topic``, and the partition's ``fields`` (Arrow all the way:
@@ -1008,12 +1070,16 @@ def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[
     return pa.concat_tables(parts) if parts else None
 
 
+COMMIT_APIS = ("OffsetCommit", "TxnOffsetCommit")
+
+
 def _commits(outdir: str | Path) -> pa.Table:
-    """One row per partition of every OffsetCommit request, with its response's error (null:
-    no response in the capture), in capture order."""
+    """One row per partition of every OffsetCommit and TxnOffsetCommit request, with its
+    response's error (null: no response in the capture), in capture order."""
     schema = pa.schema(
         [
             ("ts", pa.timestamp("us", "UTC")),
+            ("capture", pa.string()),
             ("group_id", pa.string()),
             ("topic", pa.string()),
             ("partition", pa.int32()),
@@ -1022,44 +1088,60 @@ def _commits(outdir: str | Path) -> pa.Table:
         ]
     )
     keys = [*_LINK, "topic", "partition_index"]
-    req = _partitions(outdir, "OffsetCommitRequest", [*_LINK, "_ts_first", "group_id"],
-                      ["partition_index", "committed_offset"])  # fmt: skip
-    if req is None or not req.num_rows:
-        return schema.empty_table()
-    resp = _partitions(outdir, "OffsetCommitResponse", list(_LINK), ["partition_index", "error_code"])
-    if resp is None:
-        resp = pa.table(
-            {**{k: pa.array([], req[k].type) for k in keys}, "error_code": pa.array([], pa.int16())}
+    parts = []
+    for api in COMMIT_APIS:
+        req = _partitions(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id"],
+                          ["partition_index", "committed_offset"])  # fmt: skip
+        if req is None or not req.num_rows:
+            continue
+        resp = _partitions(outdir, f"{api}Response", list(_LINK), ["partition_index", "error_code"])
+        if resp is None:
+            resp = pa.table(
+                {**{k: pa.array([], req[k].type) for k in keys}, "error_code": pa.array([], pa.int16())}
+            )
+        t = req.join(resp, keys, join_type="left outer", use_threads=False)
+        parts.append(
+            pa.table(
+                {
+                    "ts": _ts(t["_ts_first"]),
+                    "capture": t["_capture"],
+                    "group_id": t["group_id"],
+                    "topic": t["topic"],
+                    "partition": t["partition_index"],
+                    "committed_offset": t["committed_offset"],
+                    "error_code": t["error_code"],
+                }
+            ).cast(schema)
         )
-    t = req.join(resp, keys, join_type="left outer", use_threads=False)
-    out = pa.table(
-        {
-            "ts": _ts(t["_ts_first"]),
-            "group_id": t["group_id"],
-            "topic": t["topic"],
-            "partition": t["partition_index"],
-            "committed_offset": t["committed_offset"],
-            "error_code": t["error_code"],
-        }
-    ).cast(schema)
-    return out.sort_by([("ts", "ascending")])
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables(parts).sort_by([("ts", "ascending")])
 
 
-def committed_offsets(outdir: str | Path) -> pa.Table:
-    """Per group, topic and partition: OffsetCommit requests, how many the broker accepted
-    (error NONE), and the last accepted offset and when it was committed."""
+def _committed(outdir: str | Path) -> pa.Table:
+    """``committed_offsets``, with the capture file of the last accepted commit."""
     c = _commits(outdir)
     keys = ["group_id", "topic", "partition"]
     c = c.append_column("ok", pc.cast(pc.fill_null(pc.equal(c["error_code"], 0), False), pa.int64()))
     totals = _group(c, keys, [("ok", "count"), ("ok", "sum")], ["commits", "accepted"])
     accepted = c.filter(pc.equal(c["ok"], 1))  # in capture order: the last is the latest
     last = _group(
-        accepted, keys, [("committed_offset", "last"), ("ts", "last")], ["committed_offset", "committed_at"]
+        accepted,
+        keys,
+        [("committed_offset", "last"), ("ts", "last"), ("capture", "last")],
+        ["committed_offset", "committed_at", "capture"],
     )
     out = totals.join(last, keys, join_type="left outer", use_threads=False)
-    return out.select([*keys, "commits", "accepted", "committed_offset", "committed_at"]).sort_by(
+    return out.select([*keys, "commits", "accepted", "committed_offset", "committed_at", "capture"]).sort_by(
         [(k, "ascending") for k in keys]
     )
+
+
+def committed_offsets(outdir: str | Path) -> pa.Table:
+    """Per group, topic and partition: offset commits (OffsetCommit, and TxnOffsetCommit from a
+    transactional producer), how many the broker accepted (error NONE), and the last accepted
+    offset and when it was committed."""
+    return _committed(outdir).drop_columns(["capture"])
 
 
 def _unnest(arr: pa.Array) -> tuple[np.ndarray, dict[str, pa.Array]]:
@@ -1069,11 +1151,11 @@ def _unnest(arr: pa.Array) -> tuple[np.ndarray, dict[str, pa.Array]]:
     return parents, dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
 
 
-def _high_watermarks(outdir: str | Path) -> dict[tuple[str, int], tuple[int, object]]:
-    """(topic, partition) -> the last high watermark a Fetch response without error gave, and
-    when (the records inside are never turned into Python objects)."""
+def _high_watermarks(outdir: str | Path) -> dict[tuple[str, str, int], tuple[int, object]]:
+    """(capture file, topic, partition) -> the last high watermark a Fetch response without error
+    gave, and when (the records inside are never turned into Python objects)."""
     parts = []
-    wanted = ["_ts_first", "responses.topic"] + [
+    wanted = ["_capture", "_ts_first", "responses.topic"] + [
         f"responses.partitions.{f}" for f in ("partition_index", "high_watermark", "error_code")
     ]
     for part in _batches(outdir, "FetchResponse", wanted):
@@ -1081,6 +1163,7 @@ def _high_watermarks(outdir: str | Path) -> dict[tuple[str, int], tuple[int, obj
         rows2, p = _unnest(topics["partitions"])
         t = pa.table(
             {
+                "capture": pc.take(part["_capture"], pa.array(rows[rows2])),
                 "topic": pc.take(topics["topic"], pa.array(rows2)),
                 "partition": p["partition_index"],
                 "hw": p["high_watermark"],
@@ -1095,19 +1178,23 @@ def _high_watermarks(outdir: str | Path) -> dict[tuple[str, int], tuple[int, obj
     if not parts:
         return {}
     t = pa.concat_tables(parts).sort_by([("ts", "ascending")])  # stable: the later of a tie wins
-    g = _group(t, ["topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
+    g = _group(t, ["capture", "topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
     return {
-        (topic, part): (hw, ts)
-        for topic, part, hw, ts in zip(
-            *(g[c].to_pylist() for c in ("topic", "partition", "hw", "ts")), strict=True
+        (capture, topic, part): (hw, ts)
+        for capture, topic, part, hw, ts in zip(
+            *(g[c].to_pylist() for c in ("capture", "topic", "partition", "hw", "ts")), strict=True
         )
     }
 
 
+LAG_UNKNOWN = "high watermark older than the commit"
+
+
 def lag(outdir: str | Path) -> pa.Table:
     """Per group, topic and partition where the capture holds both an accepted committed offset
-    and a high watermark (from a Fetch response without error): both, when each was seen, and
-    lag = high watermark - committed offset."""
+    and a high watermark (from a Fetch response without error, in the capture file of the last
+    commit): both, when each was seen, and lag = high watermark - committed offset; null, and
+    ``lag_unknown`` says why, where the last high watermark was seen before the commit."""
     schema = pa.schema(
         [
             ("group_id", pa.string()),
@@ -1118,21 +1205,24 @@ def lag(outdir: str | Path) -> pa.Table:
             ("high_watermark", pa.int64()),
             ("high_watermark_at", pa.timestamp("us", "UTC")),
             ("lag", pa.int64()),
+            ("lag_unknown", pa.string()),
         ]
     )
     hw = _high_watermarks(outdir)
     rows = []
-    for r in committed_offsets(outdir).to_pylist():
-        k = (r["topic"], r["partition"])
+    for r in _committed(outdir).to_pylist():
+        k = (r["capture"], r["topic"], r["partition"])
         if r["committed_offset"] is None or k not in hw:
             continue
         h, at = hw[k]
+        older = at < r["committed_at"]
         rows.append(
             {
                 **{c: r[c] for c in ("group_id", "topic", "partition", "committed_offset", "committed_at")},
                 "high_watermark": h,
                 "high_watermark_at": at,
-                "lag": h - r["committed_offset"],
+                "lag": None if older else h - r["committed_offset"],
+                "lag_unknown": LAG_UNKNOWN if older else None,
             }
         )
     return pa.Table.from_pylist(rows, schema)
@@ -1359,45 +1449,66 @@ def transactions(outdir: str | Path) -> pa.Table:
 
 def markers(outdir: str | Path) -> pa.Table:
     """Transaction markers (control records COMMIT and ABORT) seen in the records, per side
-    (produce, fetch), topic, partition and type: how many, and the first and last offset."""
+    (produce, fetch), topic, partition, producer id (its batch's) and type: how many distinct
+    markers (by offset: one fetched twice counts once), and the first and last offset."""
     schema = pa.schema(
         [
             ("side", pa.string()),
             ("topic", pa.string()),
             ("partition", pa.int32()),
+            ("producer_id", pa.int64()),
             ("type", pa.string()),
             ("markers", pa.int64()),
             ("first_offset", pa.int64()),
             ("last_offset", pa.int64()),
         ]
     )
-
-    def parts() -> Iterator[pa.Table]:
-        for part in _batches(
-            outdir, "record_markers", ["_message", "topic", "partition", "type", "record_offset"]
-        ):
-            part = part.filter(
-                pc.and_(
-                    pc.is_in(part["type"], pa.array(["COMMIT", "ABORT"])),
-                    pc.is_in(part["_message"], pa.array(list(SIDES))),
-                )
+    keys = ["side", "topic", "partition", "batch_id", "type", "record_offset"]
+    seen = []  # distinct markers: few (one per transaction and partition)
+    for part in _batches(
+        outdir, "record_markers", ["_message", "topic", "partition", "batch_id", "type", "record_offset"]
+    ):
+        part = part.filter(
+            pc.and_(
+                pc.is_in(part["type"], pa.array(["COMMIT", "ABORT"])),
+                pc.is_in(part["_message"], pa.array(list(SIDES))),
             )
-            if part.num_rows:
-                sides = pa.array([SIDES[m] for m in part["_message"].to_pylist()], pa.string())
-                yield part.append_column("side", sides)
-
-    t = _aggregate(
-        parts(),
-        ["side", "topic", "partition", "type"],
-        [
-            ("record_offset", "count", "markers"),
-            ("record_offset", "min", "first_offset"),
-            ("record_offset", "max", "last_offset"),
-        ],
-        schema,
+        )
+        if part.num_rows:
+            sides = pa.array([SIDES[m] for m in part["_message"].to_pylist()], pa.string())
+            seen.append(
+                part.append_column("side", sides).select(keys).group_by(keys, use_threads=False).aggregate([])
+            )
+    if not seen:
+        return schema.empty_table()
+    t = pa.concat_tables(seen)
+    # the producer id of each marker's batch (a control batch: as few as the markers)
+    ids = pa.array(pc.unique(t["batch_id"]).to_pylist(), pa.int64())
+    pids = []
+    for part in _batches(outdir, "record_batches", ["batch_id", "producer_id"]):
+        part = part.filter(pc.is_in(part["batch_id"], ids))
+        if part.num_rows:
+            pids.append(part)
+    pid = pa.concat_tables(pids) if pids else pa.table({"batch_id": pa.array([], pa.int64()),
+                                                       "producer_id": pa.array([], pa.int64())})  # fmt: skip
+    t = t.join(pid, "batch_id", join_type="left outer", use_threads=False)
+    t = t.group_by(
+        ["side", "topic", "partition", "producer_id", "type", "record_offset"], use_threads=False
+    ).aggregate([])
+    g = _group(
+        t,
+        ["side", "topic", "partition", "producer_id", "type"],
+        [("record_offset", "count"), ("record_offset", "min"), ("record_offset", "max")],
+        ["markers", "first_offset", "last_offset"],
     )
-    return t.cast(schema).sort_by(
-        [("side", "descending"), ("topic", "ascending"), ("partition", "ascending"), ("type", "ascending")]
+    return g.cast(schema).sort_by(
+        [
+            ("side", "descending"),
+            ("topic", "ascending"),
+            ("partition", "ascending"),
+            ("producer_id", "ascending"),
+            ("type", "ascending"),
+        ]
     )
 
 

@@ -87,7 +87,7 @@ def _fmt(v: Any, column: str = "") -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "—"
-        if column == "t" or column.endswith("_s"):  # seconds
+        if column == "t" or (column.endswith("_s") and not column.endswith("_per_s")):  # seconds
             return f"{v:,.3f}"
         if v == 0:
             return "0"
@@ -307,32 +307,13 @@ def _errors_plot(over: pa.Table, width_s: float, seconds: float) -> str:
 
 
 def _group_plot(events: pa.Table, start_us: int, seconds: float) -> str:
-    import pyarrow.compute as pc
-
-    # lanes: the members with the most requests; a marker per 1/400 of the capture, so a member's
-    # heartbeats over hours stay a few hundred points (all in Arrow: events may be many)
-    member = pc.fill_null(events["member_id"], "")
-    lane = pc.binary_join_element_wise(events["group_id"], member, "\x00")
-    counts = pa.table({"lane": lane}).group_by("lane").aggregate([("lane", "count")])
-    top = counts.sort_by([("lane_count", "descending"), ("lane", "ascending")]).slice(0, LANES)
-    lanes = sorted(top["lane"].to_pylist())
-    index = {name: i for i, name in enumerate(lanes)}
+    lanes, members, dots = compute.member_lanes(events, start_us, seconds, LANES)
     shown = (
-        f"the {len(lanes)} of {counts.num_rows} members with the most requests"
-        if counts.num_rows > LANES
-        else "each member"
+        f"the {len(lanes)} of {members} members with the most requests" if members > LANES else "each member"
     )
-    step = max(seconds, 1e-3) / 400
-    us = pc.cast(pc.cast(events["ts"], pa.timestamp("us", "UTC")), pa.int64())
-    x = pc.round(pc.divide(pc.divide(pc.cast(pc.subtract(us, start_us), pa.float64()), 1e6), step))
-    ok = pc.fill_null(pc.equal(events["error_code"], 0), False)
-    marked = pa.table({"api": events["api"], "ok": ok, "x": x, "lane": lane})
-    marked = marked.filter(pc.is_in(marked["lane"], pa.array(lanes, pa.string())))
-    dots = marked.group_by(["api", "ok", "x", "lane"]).aggregate([]).to_pylist()
     points: dict[tuple[str, bool], list[tuple[float, int]]] = {}
-    for d in dots:
-        points.setdefault((d["api"], d["ok"]), []).append((d["x"] * step, index[d["lane"]]))
-    lanes_shown = [tuple(name.split("\x00", 1)) for name in lanes]
+    for d in dots.to_pylist():
+        points.setdefault((d["api"], d["ok"]), []).append((d["t"], d["lane"]))
     marks = {"JoinGroup": "^", "SyncGroup": "s", "Heartbeat": ".", "LeaveGroup": "v"}
 
     def draw(fig: Any) -> None:
@@ -349,7 +330,7 @@ def _group_plot(events: pa.Table, start_us: int, seconds: float) -> str:
                         color="tab:green" if ok else "tab:red",
                         label=f"{api} {'ok' if ok else 'error or no response'}",
                     )
-        ax.set_yticks(range(len(lanes)), [f"{g} / {m[:40]}" for g, m in lanes_shown], fontsize=7)
+        ax.set_yticks(range(len(lanes)), [f"{g} / {m[:40]}" for g, m in lanes], fontsize=7)
         ax.set_ylim(-0.6, len(lanes) - 0.4)
         _time_axis(ax, seconds)
         ax.set_title(f"group membership requests of {shown} (red: an error or no response)")
@@ -488,8 +469,9 @@ def render_html(outdir: str | Path) -> str:
         sections["throughput"] = "".join(
             [
                 '<p class="note">From the decoded record batches of Produce requests (produce) and Fetch '
-                "responses (fetch); bytes are the batches' bytes on the wire; per-second rates over the "
-                "whole "
+                "responses (fetch), whole data batches only (no control batch: its record is a transaction "
+                "marker; no partial batch: a Fetch response cut inside it); bytes are the batches' bytes on "
+                "the wire; per-second rates averaged over the whole "
                 f"capture ({tl.seconds:,.3f} s) in the tables, per bucket in the plot.</p>",
                 _throughput_plot(over_t, width_s, tl.seconds),
                 "<h3>Per topic</h3>",
@@ -499,7 +481,8 @@ def render_html(outdir: str | Path) -> str:
                 "<h3>Per client</h3>",
                 _table("throughput_by_client", compute.throughput_by_client(outdir), ""),
                 "<h3>Compression</h3>",
-                '<p class="note">ratio = uncompressed bytes / bytes sent, per codec.</p>',
+                '<p class="note">ratio = uncompressed bytes / bytes sent, per codec, over the batches that '
+                "decoded (undecoded: batches whose records could not be read).</p>",
                 _table("compression", compute.compression(outdir), ""),
                 "<h3>Per time, side and topic</h3>",
                 _table("throughput_over_time", over_t, ""),
@@ -557,7 +540,9 @@ def render_html(outdir: str | Path) -> str:
                 _table("committed_offsets", commits, "No OffsetCommit requests in this capture."),
                 "<h3>Lag</h3>",
                 '<p class="note">lag = the last high watermark a Fetch response gave - the last committed '
-                "offset the broker accepted, where the capture holds both for a partition.</p>",
+                "offset the broker accepted (OffsetCommit or TxnOffsetCommit), where the capture file of "
+                "that commit holds both for a partition; unknown where the watermark was seen before the "
+                "commit (records may have come since).</p>",
                 _table(
                     "lag",
                     compute.lag(outdir),

@@ -73,3 +73,23 @@ def test_an_output_that_cannot_be_written(decoded: dict[str, Path], tmp_path: Pa
     # /proc takes no new files, even from root (who may write anywhere chmod forbids)
     _one_line(_run("report", folder, "-o", "/proc/arrowkafka-report.html"), "cannot write the report")
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_decode_whose_report_fails(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables are written, the report is not: status 1 (not 2, "nothing written"), and the
+    one line on stderr says both."""
+    import arrowkafka.report
+
+    def fail(folder: str, output: str | None) -> Path:
+        raise arrowkafka.report.ReportError("no room")
+
+    monkeypatch.setattr(arrowkafka.report, "build_report", fail)
+    out = tmp_path / "out"
+    status = main(
+        ["decode", str(shared / "captures" / "noida_kafka_python.pcap"), "-o", str(out), "--report"]
+    )
+    err = capsys.readouterr().err
+    assert status == 1 and (out / "record_batches.parquet").is_file() and not (out / "report.html").exists()
+    assert err == f"arrowkafka: error: the tables were written to {out}/; the report failed: no room\n"

@@ -128,6 +128,10 @@ def test_producers_as_the_client_saw_them(live: Live) -> None:
     ]
     fetched = {(m["partition"], m["type"]) for m in rep.markers(live.out).to_pylist() if m["side"] == "fetch"}
     assert fetched == {(0, "COMMIT"), (1, "ABORT")}
+    # the records fetched are the records the consumer received: the markers are none of them
+    received = [p for p, _, _ in live.client["consumed"]]
+    fetch = {r["partition"]: r["fetch_records"] for r in rep.throughput_by_partition(live.out).to_pylist()}
+    assert fetch == {p: received.count(p) for p in (0, 1)}
 
 
 def test_the_report_shows_them(live: Live) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 import arrowkafka.report as rep
 from arrowkafka.cli import main
+from arrowkafka.report.present import _fmt
 from tests.report.conftest import CAPTURES
 from tests.report.reporthtml import read_report
 
@@ -46,7 +47,9 @@ def test_each_response_table_missing_in_turn(decoded: dict[str, Path], tmp_path:
             mine = tables["group_events"].filter(pc.equal(tables["group_events"]["api"], api))
             assert mine.num_rows > 0 and mine["error_code"].null_count == mine.num_rows, response
         if api == "EndTxn":
-            assert tables["transactions"].num_rows == 1 and tables["transactions"]["error"].to_pylist() == [None]
+            assert tables["transactions"].num_rows == 1 and tables["transactions"]["error"].to_pylist() == [
+                None
+            ]
         if api == "InitProducerId":  # the transactional id comes from its response
             assert tables["producers"]["transactional_id"].null_count == tables["producers"].num_rows
         if api == "OffsetCommit":
@@ -64,7 +67,9 @@ def test_a_capture_of_requests_only(decoded: dict[str, Path], tmp_path: Path, ca
     assert main(["report", str(out)]) == 0
     report = read_report(out / "report.html")
     assert list(report.sections) == list(rep.SECTIONS)
-    assert report.tables["group_summary"] and {r[2] for r in report.tables["group_summary"]} == {"NO_RESPONSE"}
+    assert report.tables["group_summary"] and {r[2] for r in report.tables["group_summary"]} == {
+        "NO_RESPONSE"
+    }
 
 
 HOSTILE = {
@@ -82,7 +87,9 @@ def _rewrite(path: Path) -> None:
         if name in t.column_names:
             col = t[name]
             keep = pc.or_kleene(pc.is_null(col), pc.equal(col, ""))
-            t = t.set_column(t.schema.get_field_index(name), t.schema.field(name), pc.if_else(keep, col, value))
+            t = t.set_column(
+                t.schema.get_field_index(name), t.schema.field(name), pc.if_else(keep, col, value)
+            )
     pq.write_table(t, path)
 
 
@@ -112,3 +119,9 @@ def test_the_page_names_no_address_outside_itself(decoded: dict[str, Path], capt
     namespaces = re.compile(r'xmlns(:\w+)?="https?://[^"]*"')
     assert re.findall(r"https?://", namespaces.sub("", text)) == []
     assert "<metadata" not in text and "<dc:date" not in text
+
+
+def test_rates_are_not_seconds() -> None:
+    """A ``*_per_s`` column is a rate (digits as any number), a ``*_s`` one seconds (3 decimals)."""
+    assert _fmt(12345.678, "records_per_s") == "12,346" and _fmt(0.5, "bytes_per_s") == "0.5"
+    assert _fmt(12345.678, "duration_s") == "12,345.678" and _fmt(0.5, "t") == "0.500"

@@ -1,0 +1,200 @@
+"""What the real captures do not hold, written here: record batches that did not decode or were
+cut (partial), offsets committed in a transaction, watermarks older than the commit and from
+another capture file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import arrowkafka.report as rep
+import tests.report.test_report_numbers as numbers
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# record batches that did not decode, and partial ones
+
+
+def _broken_batches(decoded: dict[str, Path], tmp_path: Path) -> Path:
+    """tansu_confluent, with every produced gzip batch undecoded (its records unread: no
+    uncompressed size) and a partial batch at the end of a Fetch response."""
+    out = tmp_path / "broken"
+    shutil.copytree(decoded["tansu_confluent"], out)
+    t = pq.read_table(out / "record_batches.parquet")
+    gzip = pc.and_(pc.equal(t["_message"], "ProduceRequest"), pc.equal(t["codec"], "gzip")).combine_chunks()
+    t = t.set_column(
+        t.schema.get_field_index("uncompressed_size"),
+        t.schema.field("uncompressed_size"),
+        pc.if_else(gzip, pa.scalar(None, pa.int64()), t["uncompressed_size"]),
+    )
+    t = t.set_column(
+        t.schema.get_field_index("error"),
+        t.schema.field("error"),
+        pc.if_else(gzip, "gzip: bad data", t["error"]),
+    )
+    fetch = t.filter(pc.equal(t["_message"], "FetchResponse")).slice(0, 1).to_pylist()[0]
+    cut = {c: None for c in ("codec", "record_count", "control", "transactional", "records_size",
+                             "uncompressed_size", "last_offset", "crc", "crc_ok", "producer_id")}  # fmt: skip
+    partial = {**fetch, **cut, "partial": True, "size": 40, "batch_id": 10_000}
+    t = pa.concat_tables([t, pa.Table.from_pylist([partial], t.schema)])
+    pq.write_table(t, out / "record_batches.parquet")
+    return out
+
+
+def test_batches_that_did_not_decode_or_were_cut(decoded: dict[str, Path], tmp_path: Path) -> None:
+    folder = _broken_batches(decoded, tmp_path)
+    rows = {
+        (r["side"], r["codec"]): r for r in rep.compression(folder).to_pylist() if r["topic"] == "ck-wire-b"
+    }
+    assert None not in {codec for _, codec in rows}  # a partial batch has no codec: not a row
+    bad = rows[("produce", "gzip")]
+    assert bad["batches"] == bad["undecoded"] == 1 and bad["records"] == 20
+    assert bad["sent_bytes"] is None and bad["uncompressed_bytes"] is None and bad["ratio"] is None
+    good = rows[("fetch", "gzip")]
+    assert good["undecoded"] == 0 and good["ratio"] == 3410 / 268
+    # the partial batch is in the overview, not in the throughput
+    before, after = rep.throughput_by_topic(decoded["tansu_confluent"]), rep.throughput_by_topic(folder)
+    assert before.to_pylist() == after.to_pylist()
+    ov = rep.overview(folder).to_pylist()[0]
+    assert ov["partial_batches"] == 1 and ov["record_batches"] == 38 and ov["records"] == 372
+    for check in ("test_compression", "test_throughput_by_topic", "test_throughput_by_partition",
+                  "test_throughput_by_client", "test_throughput_over_time", "test_overview"):  # fmt: skip
+        getattr(numbers, check)(folder)
+
+
+def test_control_batches_are_not_records(decoded: dict[str, Path]) -> None:
+    """tansu_confluent: 85 records produced to ck-wire-b in 5 batches; the consumer fetched them,
+    and the COMMIT marker of the transaction in a sixth (control) batch, which is no record."""
+    folder = decoded["tansu_confluent"]
+    b = {r["topic"]: r for r in rep.throughput_by_topic(folder).to_pylist()}["ck-wire-b"]
+    assert (b["produce_batches"], b["produce_records"]) == (b["fetch_batches"], b["fetch_records"]) == (5, 85)
+    none = [
+        r for r in rep.compression(folder).to_pylist() if r["topic"] == "ck-wire-b" and r["codec"] == "none"
+    ]
+    assert [(r["side"], r["batches"], r["records"]) for r in none] == [("produce", 1, 5), ("fetch", 1, 5)]
+    ov = rep.overview(folder).to_pylist()[0]
+    assert (ov["record_batches"], ov["records"], ov["control_batches"]) == (37, 372, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# committed offsets and lag
+
+
+def _ts(s: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=s)
+
+
+_FRAME = [
+    ("_capture", pa.string()),
+    ("_client", pa.string()),
+    ("_broker", pa.string()),
+    ("_correlation_id", pa.int32()),
+    ("_ts_first", pa.timestamp("us", "UTC")),
+    ("_ts_last", pa.timestamp("us", "UTC")),
+    ("_version", pa.int16()),
+    ("_client_id", pa.string()),
+]
+
+
+def _frame(capture: str, corr: int, at: float) -> dict[str, Any]:
+    return {"_capture": capture, "_client": "c:1", "_broker": "b:9092", "_correlation_id": corr,
+            "_ts_first": _ts(at), "_ts_last": _ts(at), "_version": 8, "_client_id": "me"}  # fmt: skip
+
+
+def _topics(name: str, fields: list[tuple[str, pa.DataType]], topic: str = "name") -> pa.Field:
+    partition = pa.struct([("partition_index", pa.int32()), *fields])
+    return pa.field(
+        "topics" if topic == "name" else "responses",
+        pa.list_(pa.struct([(topic, pa.string()), ("partitions", pa.list_(partition))])),
+    )
+
+
+def _write(folder: Path, name: str, extra: list[pa.Field], rows: list[dict[str, Any]]) -> None:
+    pq.write_table(pa.Table.from_pylist(rows, pa.schema([*_FRAME, *extra])), folder / f"{name}.parquet")
+
+
+def _commit(folder: Path, api: str, commits: list[tuple[str, int, int, int, float]]) -> None:
+    """(capture, correlation id, partition, offset, time) per request of ``api``, all accepted."""
+    offsets = _topics("topics", [("committed_offset", pa.int64())])
+    requests = [
+        {**_frame(c, corr, at), "group_id": "g",
+         "topics": [{"name": "t", "partitions": [{"partition_index": p, "committed_offset": o}]}]}
+        for c, corr, p, o, at in commits
+    ]  # fmt: skip
+    _write(folder, f"{api}Request", [pa.field("group_id", pa.string()), offsets], requests)
+    responses = [
+        {**_frame(c, corr, at + 0.01),
+         "topics": [{"name": "t", "partitions": [{"partition_index": p, "error_code": 0}]}]}
+        for c, corr, p, _, at in commits
+    ]  # fmt: skip
+    _write(folder, f"{api}Response", [_topics("topics", [("error_code", pa.int16())])], responses)
+
+
+def test_lag_per_capture_file_and_only_after_the_commit(tmp_path: Path) -> None:
+    _commit(
+        tmp_path,
+        "OffsetCommit",
+        [("a.pcap", 1, 0, 10, 1.0), ("a.pcap", 2, 1, 20, 3.0), ("a.pcap", 3, 3, 5, 1.0)],
+    )
+    _commit(tmp_path, "TxnOffsetCommit", [("a.pcap", 4, 2, 7, 1.0)])
+    fields = [("high_watermark", pa.int64()), ("error_code", pa.int16())]
+    watermarks = [("a.pcap", 10, 2.0, {0: 15, 1: 20, 2: 9, 3: 6}), ("b.pcap", 11, 4.0, {3: 100})]
+    _write(tmp_path, "FetchResponse", [_topics("responses", fields, topic="topic")],
+           [{**_frame(c, corr, at), "responses": [{"topic": "t", "partitions": [
+               {"partition_index": p, "high_watermark": h, "error_code": 0} for p, h in hw.items()]}]}
+            for c, corr, at, hw in watermarks])  # fmt: skip
+    commits = rep.committed_offsets(tmp_path).to_pylist()
+    assert [(r["partition"], r["committed_offset"], r["accepted"]) for r in commits] == [
+        (0, 10, 1), (1, 20, 1), (2, 7, 1), (3, 5, 1)]  # fmt: skip
+    got = [
+        (r["partition"], r["high_watermark"], r["lag"], r["lag_unknown"])
+        for r in rep.lag(tmp_path).to_pylist()
+    ]
+    assert got == [
+        (0, 15, 5, None),
+        (1, 20, None, "high watermark older than the commit"),  # records may have come since
+        (2, 9, 2, None),  # committed in a transaction
+        (3, 6, 1, None),  # b.pcap's watermark (another capture file) is not this partition's here
+    ]
+    numbers.test_lag(tmp_path)
+    numbers.test_committed_offsets(tmp_path)
+
+
+def test_a_marker_fetched_twice_counts_once(decoded: dict[str, Path], tmp_path: Path) -> None:
+    """The consumer fetches the COMMIT marker again (a second Fetch response, its own batch id)."""
+    out = tmp_path / "twice"
+    shutil.copytree(decoded["tansu_confluent"], out)
+    for table, control in (
+        ("record_markers", pc.field("type") == "COMMIT"),
+        ("record_batches", pc.field("control")),
+    ):
+        t = pq.read_table(out / f"{table}.parquet")
+        again = t.filter(control)
+        assert again.num_rows == 1
+        again = again.set_column(
+            again.schema.get_field_index("batch_id"), "batch_id", pa.array([99_999], pa.int64())
+        )
+        pq.write_table(pa.concat_tables([t, again.cast(t.schema)]), out / f"{table}.parquet")
+    got = [(m["side"], m["producer_id"], m["type"], m["markers"]) for m in rep.markers(out).to_pylist()]
+    assert got == [("fetch", 2, "COMMIT", 1)]
+    numbers.test_markers(out)
+
+
+def test_the_membership_plot_lanes(decoded: dict[str, Path]) -> None:
+    """The plot's lanes and dots are computed (``member_lanes``), bounded by lanes and points."""
+    folder = decoded["tansu_confluent"]
+    events, tl = rep.group_events(folder), rep.timeline(folder)
+    lanes, members, dots = rep.compute.member_lanes(events, tl.start_us, tl.seconds, lanes=1, points=10)
+    per_member = events.group_by(["group_id", "member_id"]).aggregate([("api", "count")]).to_pylist()
+    busiest = min(per_member, key=lambda r: (-r["api_count"], f"{r['group_id']}\x00{r['member_id'] or ''}"))
+    assert members == len(per_member) and lanes == [(busiest["group_id"], busiest["member_id"])]
+    assert set(dots["lane"].to_pylist()) == {0} and dots.num_rows <= 4 * 2 * 11
+    assert 0 <= min(dots["t"].to_pylist()) and max(dots["t"].to_pylist()) <= tl.seconds * 1.05
