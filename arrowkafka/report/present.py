@@ -216,6 +216,8 @@ def _latency_plot(lat: pa.Table, over: pa.Table, width_s: float, seconds: float)
     slowest = [(r["api"], r["version"]) for r in lat.sort_by([("p99_ms", "descending")]).to_pylist()][:LINES]
     rows = over.to_pylist()
 
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     def draw(fig: Any) -> None:
         axes = fig.subplots(1, 3, sharex=True, sharey=True)
         for ax, col, title in zip(axes, ("p50_ms", "p99_ms", "max_ms"), ("p50", "p99", "max"), strict=True):
@@ -226,6 +228,9 @@ def _latency_plot(lat: pa.Table, over: pa.Table, width_s: float, seconds: float)
                     ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, label=f"{api} v{version}")
             if all(r[col] > 0 for r in rows):  # a log scale takes no zero (a latency under 1 us)
                 ax.set_yscale("log")
+                # its own labels are math text, which the page turns off: plain numbers
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_title(f"{title} latency (ms) per {width_s:g} s")
             _time_axis(ax, seconds)
             ax.grid(True, alpha=0.3)

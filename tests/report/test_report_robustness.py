@@ -125,3 +125,11 @@ def test_rates_are_not_seconds() -> None:
     """A ``*_per_s`` column is a rate (digits as any number), a ``*_s`` one seconds (3 decimals)."""
     assert _fmt(12345.678, "records_per_s") == "12,346" and _fmt(0.5, "bytes_per_s") == "0.5"
     assert _fmt(12345.678, "duration_s") == "12,345.678" and _fmt(0.5, "t") == "0.500"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_no_math_markup_is_drawn_as_text(decoded: dict[str, Path], capture: str) -> None:
+    """Math text is off (ids are drawn as given), so no label may rely on it: a log axis's own
+    labels (10^-1, ...) once came out as their markup, ``$\\mathdefault{10^{-1}}$``."""
+    text = (decoded[capture] / "report.html").read_text(encoding="utf-8")
+    assert "mathdefault" not in text and "$" not in re.sub(r"<script.*?</script>", "", text, flags=re.S)
