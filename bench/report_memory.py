@@ -1,0 +1,83 @@
+"""The capture report at scale: time and peak RSS of ``arrowkafka report`` on the output of a
+large capture. The capture is the Tansu capture repeated to the size, every repetition with
+client addresses of its own (data.py's ``scaled_capture``: many connections, the worst case
+for the tables the report keeps a row per connection), decoded once by ``arrowkafka decode``
+(cached in the temp folder beside the capture). The report runs in a fresh process, as the
+command and as ``arrowkafka.report.build_report`` from Python (the command switches Arrow to
+jemalloc; a Python caller keeps its own allocator); peak RSS is each child's own ``ru_maxrss``.
+Prints a table (``--json``: JSON) and writes bench/results/<date>-report-memory-<size>GB.json.
+
+    python bench/report_memory.py [--gigabytes 1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from benchmarks.data import SHARED, scaled_capture
+
+HERE = Path(__file__).parent
+BIN = Path(sys.executable).parent / "arrowkafka"
+PYTHON_API = "import sys; from arrowkafka.report import build_report; build_report(sys.argv[1], sys.argv[2])"
+
+
+def _child(cmd: list[str]) -> dict[str, float]:
+    """Wall time and peak RSS (MB) of one child process (its own rusage, from ``wait4``)."""
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):  # 1: rejects in the capture; the tables are written
+            err.seek(0)
+            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{err.read()[-2000:].decode()}")
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gigabytes", type=float, default=1.0, help="capture size in GB (default 1)")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    args = ap.parse_args()
+    capture = scaled_capture(SHARED / "captures" / "tansu_confluent.pcap", args.gigabytes)
+    out = capture.with_suffix(".decoded")
+    if not (out / "rejects.parquet").exists():
+        print(f"decoding {capture} ({capture.stat().st_size / 1e9:.2f} GB) once ...", file=sys.stderr)
+        _child([str(BIN), "decode", str(capture), "-o", str(out), "--overwrite"])
+    parquet = sum(p.stat().st_size for p in out.glob("*.parquet"))
+    runs = {
+        "command": _child([str(BIN), "report", str(out), "-o", str(out / "report-cli.html")]),
+        "python": _child([sys.executable, "-c", PYTHON_API, str(out), str(out / "report-api.html")]),
+    }
+    result = {
+        "date": datetime.date.today().isoformat(),
+        "capture_gb": round(capture.stat().st_size / 1e9, 2),
+        "parquet_mb": round(parquet / 1e6, 1),
+        "report_kb": round((out / "report-cli.html").stat().st_size / 1e3),
+        "cpus": len(os.sched_getaffinity(0)),
+        "runs": runs,
+    }
+    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB.json"
+    results.write_text(json.dumps(result, indent=1) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"report of a {result['capture_gb']} GB capture ({result['parquet_mb']} MB of Parquet,"
+          f" report {result['report_kb']} KB)")  # fmt: skip
+    for name, r in runs.items():
+        print(f"  {name:<8} {r['seconds']:>7.1f} s   peak RSS {r['peak_rss_mb']:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
