@@ -40,6 +40,10 @@ __all__ = ["RULES", "Change", "Report", "compare", "renamed_fields", "version_te
 Value = str | int | float | bool | None
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @dataclass(frozen=True)
 class Rule:
     source: str
@@ -172,14 +176,11 @@ class Report:
     def render(self, only_incompatible: bool = False) -> str:
         lines = [c.line() for c in self.changes if not (only_incompatible and c.compatible)]
         bad = len(self.incompatible)
+        where = _count(len({c.message for c in self.incompatible}), "message")
         tail = (
             f"{len(self.changes)} changes from {self.old} ({self.old_messages} messages) to {self.new} "
             f"({self.new_messages} messages): "
-            + (
-                f"{bad} incompatible, in {len({c.message for c in self.incompatible})} messages"
-                if bad
-                else "all compatible"
-            )
+            + (f"{bad} incompatible, in {where}" if bad else "all compatible")
         )
         if self.not_compared:
             tail += f"; {len(self.not_compared)} messages only in OLD not compared (--partial)"

@@ -132,7 +132,7 @@ def test_cli_on_history(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[0].startswith("INCOMPATIBLE  FetchRequest v0-12  FetchRequest.ReplicaId: default-changed")
     assert "[default: README, Kafka checker: a field's default never changes]" in out[0]
     assert out[-1] == (
-        f"350 changes from {OLD} (144 messages) to {TRUNK} (258 messages): 1 incompatible, in 1 messages"
+        f"350 changes from {OLD} (144 messages) to {TRUNK} (258 messages): 1 incompatible, in 1 message"
     )
     assert main(["compat", str(TRUNK), str(TRUNK), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"] == []
