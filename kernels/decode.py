@@ -631,6 +631,8 @@ def run(
                     # hold an earlier one. Read them (the walk stops here), then report this.
                     dfr_err, dfr_at, dfr_pos, dfr_d1, dfr_d2, dfr_pc = err, err_pos, pos, d1, d2, pc
                     err = OK
+                    d1 = np.int64(0)  # as if no fault: a later one may leave them unset
+                    d2 = np.int64(0)
                     limit = err_pos
                 if fill:
                     offs[np.uint64(off_base[un] + counts[un] + 1)] = np.int32(counts[keynode])

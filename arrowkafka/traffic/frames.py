@@ -248,7 +248,7 @@ def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) ->
         return data, []
     q = int(ends[0])
     end = q + 4 + int(_I32.unpack_from(data, q)[0])
-    if _records_chain(data, q + 4, end):
+    if _records_chain(data, q + 4, end, cut_tail=True):
         q = end  # a records field ending the torn frame (Fetch before v12), not a frame
     head, frames = data[:q], []
     while q < n:
@@ -258,18 +258,23 @@ def frame_pieces(data: bytes, direction: str, max_size: int = MAX_FRAME_SIZE) ->
     return head, frames
 
 
-def _records_chain(data: bytes, p: int, end: int) -> bool:
-    """Whether ``data[p:end]`` is record batches or messages, one after another (offset, then
-    a length that the next one starts after), exactly to ``end``: what a ``records`` field
-    holds. No Kafka response reads so; the bytes of a torn Fetch response often end so."""
+def _records_chain(data: bytes | bytearray, p: int, end: int, cut_tail: bool = False) -> bool:
+    """Whether ``data[p:end]`` is record batches or messages, one after another (offset, a
+    length that the next one starts after, magic 0-2), exactly to ``end``: what a ``records``
+    field holds. With ``cut_tail``, the last may be cut short after a whole one (a Fetch
+    response's, at the fetch size limit). No Kafka request or response reads so."""
+    whole = 0
     if end - p < 26:  # one magic 0 message at the least
         return False
     while p + 12 <= end:
         length = int(_I32.unpack_from(data, p + 8)[0])
-        if length < 14:
+        if length < 14 or (p + 17 <= end and data[p + 16] > 2):
             return False
+        if p + 12 + length > end:
+            return cut_tail and whole > 0
         p += 12 + length
-    return p == end
+        whole += 1
+    return p == end or (cut_tail and whole > 0)
 
 
 def peek_request(frame: bytes) -> tuple[int, int, int]:
@@ -366,6 +371,7 @@ class _Dir:
         "mts",
         "need",
         "nowait",
+        "other",
         "parked",
         "role",
         "scanned",
@@ -385,7 +391,10 @@ class _Dir:
         self.unknown_start = not synced
         self.buf: bytes | bytearray = b""
         self.start = 0  # stream offset of buf[0]
-        self.scanned = 0  # request resync: no frame starts before this stream offset
+        # request resync, while bytes are held: candidates before ``scanned`` (a stream offset)
+        # are decided; ``other`` (-1: none) is one whose next request names another client
+        self.scanned = 0
+        self.other = -1
         self.moff: list[int] = []  # segment marks: stream offsets and capture times
         self.mts: list[int] = []
         self.need = 0  # don't parse again before buf holds this many bytes
@@ -623,15 +632,18 @@ class KafkaFramer:
                 continue
             if not d.synced:
                 if role == REQUEST:
-                    scan = max(pos, d.scanned - d.start)
-                    start, need = self._find_request(buf, scan, d.final)
+                    since = max(pos, d.scanned - d.start)
+                    hint = d.other - d.start if d.other >= d.start + pos else None
+                    start, need, resume, held = self._scan_requests(buf, pos, d.final, since, hint)
                     if (start is None or need) and not d.final and n - pos <= _PROBE_LIMIT:
                         # No start proven yet: hold the bytes, so that they are skipped as one
-                        # piece once a start (or the end) tells where they stop.
-                        if start is None:
-                            d.scanned = d.start + max(scan, n - 13)
+                        # piece once a start (or the end) tells where they stop; the next scan
+                        # resumes where this one left undecided candidates.
+                        d.scanned = d.start + resume
+                        d.other = -1 if held is None else d.start + held
                         d.need = need or n + 1
                         break
+                    d.scanned, d.other = 0, -1
                 else:
                     chained: bool | None = False
                     if d.unknown_start:
@@ -808,30 +820,52 @@ class KafkaFramer:
     def _find_request(self, b: bytes | bytearray, pos: int, final: bool) -> tuple[int | None, int]:
         """First request frame start in ``b[pos:]``: ``(index, 0)`` when confirmed by the next
         frame, ``(index, need)`` when ``len(b)`` must reach ``need`` to confirm it, ``(None, 0)``
-        when there is no candidate. A confirmed candidate beats an earlier unconfirmable one (a
-        false start often claims a huge size); ``final`` accepts an unconfirmable one."""
+        when there is no candidate (see ``_scan_requests``)."""
+        start, need, _, _ = self._scan_requests(b, pos, final)
+        return start, need
+
+    def _scan_requests(
+        self, b: bytes | bytearray, pos: int, final: bool, since: int | None = None, other: int | None = None
+    ) -> tuple[int | None, int, int, int | None]:
+        """``_find_request`` that can resume: candidates in ``b[pos:since]`` were decided by an
+        earlier call (none is waiting for bytes; ``other``, if any, is the one whose next request
+        names another client). Returns ``(start, need, resume, other)``: ``resume`` is where the
+        next call must look again (the earliest candidate still waiting, or the end).
+
+        A confirmed candidate beats an earlier unconfirmable one (a false start often claims a
+        huge size); ``final`` accepts an unconfirmable one, first one whose frame ends the bytes
+        exactly. A candidate whose next request names another client counts only if no later
+        one can still be confirmed, and one whose bytes are record batches never does: both are
+        a length-prefixed field that ends a torn frame (a Produce request's records, before
+        v9), whose bytes read as a request header (base offset 0: Produce v0, correlation id 0)
+        that the next request confirms."""
         n, max_size = len(b), self.max_frame_size
-        if n - pos < 12:
-            return None, 0
-        a = np.frombuffer(b, dtype=np.uint8, offset=pos)
-        m = n - pos - 11  # positions with a whole 12-byte head
+        since = pos if since is None else since
+        if n - since < 12:
+            if other is None:
+                return None, 0, since, None
+            return other, 0 if final else n + 1, since, other
+        a = np.frombuffer(b, dtype=np.uint8, offset=since)
+        m = n - since - 11  # positions with a whole 12-byte head
         # Cheap byte tests first (size < 2**24 * k, api_key and api_version < 256), vectorised.
         mask = (a[:m] <= max_size >> 24) & (a[4 : 4 + m] == 0) & (a[5 : 5 + m] <= MAX_API_KEY)
         mask &= (a[6 : 6 + m] == 0) & (a[7 : 7 + m] <= MAX_API_VERSION)
         del a  # a live view would stop the bytearray from being resized
         first: tuple[int | None, int] = (None, 0)  # earliest candidate we cannot check yet
-        other: int | None = None  # earliest confirmed one whose client id differs from the next's
+        exact: int | None = None  # with ``final``: the earliest whose frame ends the bytes
         after = 0  # with ``other``: the bytes needed to check the earliest candidate after it
         for c in np.flatnonzero(mask).tolist():
-            p = pos + c
+            p = since + c
             if not _plausible_request(b, p, max_size):
                 continue
             q = p + 4 + _I32.unpack_from(b, p)[0]
             if q + 12 <= n and not _plausible_request(b, q, max_size):
                 continue  # the next frame disproves it
+            if q <= n and _records_chain(b, p + 4, q):
+                continue  # record batches, not a request
             same = _same_client(b, p, q) if q + 12 <= n else None
             if same:
-                return p, 0
+                return p, 0, p, other
             if same is False:
                 other = p if other is None else other
                 continue
@@ -839,15 +873,16 @@ class KafkaFramer:
             need = q + 12 if q + 12 > n else q + 14 + _client_len(b, q)
             if first[0] is None:
                 first = (p, 0 if final else need)
+            if final and q == n and exact is None:
+                exact = p  # a whole frame that ends the bytes
             if other is not None and not after:
                 after = need
+        resume = first[0] if first[0] is not None else max(since, n - 11)
+        if exact is not None:  # at the end, a frame that ends exactly there beats the others
+            return exact, 0, resume, other
         if other is not None:
-            # A length-prefixed field that ends its frame (a Produce request's records, before
-            # v9) reads as a request whose next one confirms it; its "client id" is bytes of the
-            # field. A later start whose client id matches the next one's beats it: wait for
-            # the bytes that can tell.
-            return other, 0 if final else after
-        return first
+            return other, 0 if final else (after or n + 1), resume, other
+        return first[0], first[1], resume, None
 
     def _chains(self, b: bytes | bytearray, p: int, final: bool, ids: dict[int, int]) -> bool | None:
         """Whether responses chain from ``b[p]``: sane size prefixes, frame after frame, up to

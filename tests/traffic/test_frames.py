@@ -448,7 +448,7 @@ def test_lost_client_syns(ports: tuple[int, ...], packets: dict, baseline: dict)
     assert stats.frames.connections == before.frames.connections == 21
 
 
-def _produce_v7_frames(packets: dict, n: int) -> list[bytes]:
+def _produce_v7_frames(packets: dict, n: int, client_id: bytes = b"cli") -> list[bytes]:
     """``n`` Produce v7 request frames (records last in the frame, no tags after them): the
     tansu capture's Produce v10 bodies, encoded again in v7 under one client id."""
     bodies = []
@@ -459,19 +459,21 @@ def _produce_v7_frames(packets: dict, n: int) -> list[bytes]:
     table = default_specs().decode(bodies, "ProduceRequest", 10)
     out = []
     for i, body in enumerate(default_specs().encode(table, "ProduceRequest", 7).to_pylist()):
-        head = struct.pack(">hhih", 0, 7, 100 + i, 3) + b"cli"
+        head = struct.pack(">hhih", 0, 7, 100 + i, len(client_id)) + client_id
         out.append(struct.pack(">i", len(head) + len(body)) + head + body)
     return out
 
 
+@pytest.mark.parametrize("client_id", [b"cli", b""])
 @pytest.mark.parametrize("segment", [7, 100, 1460, 1 << 20])
-def test_a_torn_request_whose_records_end_it(segment: int, packets: dict) -> None:
+def test_a_torn_request_whose_records_end_it(segment: int, client_id: bytes, packets: dict) -> None:
     """A stream picked up inside a Produce request before v9: its records field is a length
     prefix and bytes that end the frame, which read as a request (Produce v0, correlation id 0,
     an empty client id: a batch's base offset and length) that the next frame confirms. The
     next frame's client id tells them apart: the torn bytes are one skipped piece, whatever
-    the segments, and every frame after them is found."""
-    frames = _produce_v7_frames(packets, 8)
+    the segments, and every frame after them is found. An empty client id matches the one the
+    records field reads as: there, that the field's bytes are record batches tells."""
+    frames = _produce_v7_frames(packets, 8, client_id)
     lo = bytes([127, 0, 0, 1])
     key = (lo, 40000, lo, 9092)
     for i in range(len(frames) - 2):
@@ -494,3 +496,42 @@ def test_a_torn_request_whose_records_end_it(segment: int, packets: dict) -> Non
                 ("Partial", "resync", len(frames[i]) - cut)
             ]
             assert summary.frames_in == 1
+
+
+def test_a_torn_request_then_the_end(packets: dict) -> None:
+    """The records field of a torn Produce request, then one whole request and the end of the
+    capture (or a gap): no next request can confirm either, and still the records are no
+    request."""
+    frames = _produce_v7_frames(packets, 3)
+    lo = bytes([127, 0, 0, 1])
+    key = (lo, 40000, lo, 9092)
+    stream = frames[0][5:] + frames[1]
+    items = list(iter_frames([StreamOpen(key, False, None), StreamData(key, 0, stream, ((0, 1),)),
+                              StreamEnd(key, len(stream), "capture end")]))  # fmt: skip
+    assert [type(x) for x in items] == [SkippedBytes, KafkaFrame]
+    assert len(items[0].data) == len(frames[0]) - 5 and peek_request(items[1].data)[2] == 101
+
+
+def test_request_resync_scans_each_byte_a_bounded_number_of_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held request bytes are searched again only from the first candidate still undecided:
+    here every 13 bytes hold a candidate the next 13 disprove, fed 104 bytes at a time (the
+    bytes searched once grew with the square of the bytes held)."""
+    from arrowkafka.traffic.frames import KafkaFramer
+
+    searched = [0]
+    real = KafkaFramer._scan_requests
+
+    def spy(self, b, pos, final, since=None, other=None):  # type: ignore[no-untyped-def]
+        searched[0] += len(b) - (pos if since is None else since)
+        return real(self, b, pos, final, since, other)
+
+    monkeypatch.setattr(KafkaFramer, "_scan_requests", spy)
+    stream = (struct.pack(">ihhi", 8, 1, 1, -0x7F7F7F80) + b"\xff") * 12_000  # 156 KB
+    lo = bytes([127, 0, 0, 1])
+    key = (lo, 40000, lo, 9092)
+    events: list = [StreamOpen(key, False, True)]
+    events += [StreamData(key, o, stream[o : o + 104], ((o, 1),)) for o in range(0, len(stream), 104)]
+    events.append(StreamEnd(key, len(stream), "capture end"))
+    items = list(iter_frames(events))
+    assert sum(x.span for x in items) == len(stream)  # every byte in one item
+    assert searched[0] < 4 * len(stream), searched[0]

@@ -208,6 +208,9 @@ STATUS_CASES = [
     *sorted({(c[0], c[1], c[2]) for c in CASES if len(c[2]) < 100}),
     ("MetadataRequest", 12, LONG_NAME),
     ("MetadataRequest", 12, bytes.fromhex("02" + "00" * 16 + "0261" + "00010000")),
+    # a fault held by the tag walk (size 127, 1 left), then one inside the known value before it
+    # that sets no detail: the held fault's details are not left behind in the status
+    ("ApiVersionsResponse", 3, bytes.fromhex("0000010000000002000702010000000080017f00")),
 ]
 
 
