@@ -293,7 +293,7 @@ def census(segs, flow_of, buf, seq, flags, pay_off, pay_len, wire_len, min_size,
             continue
         fl = flags[s]
         if fl & 0x02 and fl & 0x05:
-            skip[k] = pay_len[s]  # SYN with FIN or RST: invalid, ignored (the Python rule)
+            skip[k] = pay_len[s]  # SYN with FIN or RST: invalid, ignored (traffic.tcp.invalid)
             continue
         if not state[f, 1]:
             state[f, 1] = 1

@@ -60,7 +60,7 @@ from arrowkafka.traffic.pcap import (
     CaptureReader,
     Packet,
 )
-from arrowkafka.traffic.tcp import TcpReassembler
+from arrowkafka.traffic.tcp import TcpReassembler, invalid
 
 __all__ = ["CHUNK_BYTES", "FrameArrays", "capture_frame_arrays", "capture_frame_chunks"]
 
@@ -543,11 +543,10 @@ def _frames(
         is_fast = fast[flow_of]
         st.tcp.segments += int(is_fast.sum())
         fast_segs = seg.tcp[is_fast]
-        fl = seg.flags[fast_segs]
-        invalid = ((fl & 0x02) != 0) & ((fl & 0x05) != 0)  # SYN with FIN or RST: the census skipped it
-        if invalid.any():
-            st.tcp.invalid_segments += int(invalid.sum())
-            st.tcp.invalid_bytes += int(seg.pay_len[fast_segs[invalid]].sum())
+        ignored = invalid(seg.flags[fast_segs])  # the census skipped them, as the reassembler does
+        if ignored.any():
+            st.tcp.invalid_segments += int(ignored.sum())
+            st.tcp.invalid_bytes += int(seg.pay_len[fast_segs[ignored]].sum())
         out = _fast_frames(seg, flow_of[is_fast], seg.tcp[is_fast], skip[is_fast], carry, max_frame_size,
                            c.base, conns, flow_conn, to_broker)  # fmt: skip
         st.frames.requests += int(out.request.sum())

@@ -35,7 +35,7 @@ import heapq
 from bisect import bisect_right, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from arrowkafka.traffic.packets import ACK, FIN, RST, SYN, Segment
 
@@ -101,6 +101,12 @@ class StreamEnd(NamedTuple):
 
 
 StreamEvent = StreamOpen | StreamData | StreamGap | StreamEnd
+
+
+def invalid(flags: Any) -> Any:
+    """Whether a segment with these TCP flags is invalid (SYN with FIN or RST: see the module
+    docs); for an int or, element by element, a numpy array of flags."""
+    return ((flags & SYN) != 0) & ((flags & (FIN | RST)) != 0)
 
 
 @dataclass
@@ -228,7 +234,7 @@ class TcpReassembler:
         self.stats.segments += 1
         key = (seg.src, seg.sport, seg.dst, seg.dport)
         flags = seg.flags
-        if flags & SYN and flags & (FIN | RST):
+        if invalid(flags):
             self.stats.invalid_segments += 1
             self.stats.invalid_bytes += len(seg.payload)
             return out
