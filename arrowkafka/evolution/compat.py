@@ -725,11 +725,12 @@ def _field(a: Field, b: Field, path: str, shared: frozenset[int], scope: _Scope,
     # presence in the versions both structs share
     gone = [v for v in sorted(shared) if a.present_in(v) and not b.present_in(v)]
     came = [v for v in sorted(shared) if b.present_in(v) and not a.present_in(v)]
-    if gone:
-        bad = [v for v in _split(gone, scope.released)[0] if not _tagged(a, v)]
+    # a break where the version is released and the field untagged on the side that has it
+    for kind, versions, side in (("field-removed", gone, a), ("field-added", came, b)):
+        bad = [v for v in _split(versions, scope.released)[0] if not _tagged(side, v)]
         if bad:
             found.add(
-                "field-removed",
+                kind,
                 msg,
                 path,
                 bad,
@@ -738,41 +739,11 @@ def _field(a: Field, b: Field, path: str, shared: frozenset[int], scope: _Scope,
                 old=a.versions,
                 new=b.versions,
             )
-        if fine := [v for v in gone if v not in bad]:
+        if fine := [v for v in versions if v not in bad]:
             found.add(
-                "field-removed",
-                msg,
-                path,
-                fine,
-                compatible=True,
-                old=a.versions,
-                new=b.versions,
+                kind, msg, path, fine, compatible=True, old=a.versions, new=b.versions,
                 note="tagged, or not released",
-            )
-    if came:
-        bad = [v for v in _split(came, scope.released)[0] if not _tagged(b, v)]
-        if bad:
-            found.add(
-                "field-added",
-                msg,
-                path,
-                bad,
-                compatible=False,
-                rule="released-version",
-                old=a.versions,
-                new=b.versions,
-            )
-        if fine := [v for v in came if v not in bad]:
-            found.add(
-                "field-added",
-                msg,
-                path,
-                fine,
-                compatible=True,
-                old=a.versions,
-                new=b.versions,
-                note="tagged, or not released",
-            )
+            )  # fmt: skip
     if a.versions != b.versions and not gone and not came:
         found.add(
             "field-versions-changed",

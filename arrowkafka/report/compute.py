@@ -258,16 +258,18 @@ def _timeline(key: tuple[tuple[str, int, int], ...], outdir: str) -> Timeline:
 # the capture at a glance
 
 
+def _api(message: str) -> str:
+    """The API a request or response message belongs to: ``FetchResponse`` -> ``Fetch``."""
+    kind = "Request" if message.endswith("Request") else "Response"
+    return message.removesuffix(kind)
+
+
 def apis(outdir: str | Path) -> pa.Table:
     """Per API and version: the requests and responses decoded (rejected frames are counted in
     ``rejects``)."""
     rows: dict[tuple[str, int], dict[str, int]] = {}
     for message in message_tables(outdir):
-        api, kind = (
-            (message[: -len("Request")], "requests")
-            if message.endswith("Request")
-            else (message[: -len("Response")], "responses")
-        )
+        api, kind = _api(message), "requests" if message.endswith("Request") else "responses"
         counts = _aggregate(
             _batches(outdir, message, ["_version"]),
             ["_version"],
@@ -438,9 +440,7 @@ def _latency_table(outdir: str | Path, tl: Timeline, by_bucket: bool) -> pa.Tabl
             )
             values.append(pc.divide(pc.cast(part["_latency_ns"], pa.float64()), 1e6).to_numpy())
         if values and sum(len(v) for v in values):
-            out.append(
-                _quantiles(message[: -len("Response")], *map(np.concatenate, (versions, buckets, values)))
-            )
+            out.append(_quantiles(_api(message), *map(np.concatenate, (versions, buckets, values))))
     t = pa.concat_tables(out) if out else _LATENCY_SCHEMA.empty_table()
     t = t.sort_by([("api", "ascending"), ("version", "ascending"), ("bucket", "ascending")])
     return t if by_bucket else t.drop_columns(["bucket"])
@@ -507,7 +507,7 @@ def slowest(outdir: str | Path, n: int = SLOWEST) -> pa.Table:
             top = part.take(pc.select_k_unstable(part, n, [("_latency_ns", "descending")]))
             t = pa.table(
                 {
-                    "api": pa.array([message[: -len("Response")]] * top.num_rows, pa.string()),
+                    "api": pa.array([_api(message)] * top.num_rows, pa.string()),
                     "version": top["_version"],
                     "client": top["_client"],
                     "broker": top["_broker"],
@@ -820,7 +820,7 @@ def _error_parts(outdir: str | Path, tl: Timeline) -> Iterator[pa.Table]:
                 r = rows[nz]
                 yield pa.table(
                     {
-                        "api": pa.array([message[: -len("Response")]] * len(r), pa.string()),
+                        "api": pa.array([_api(message)] * len(r), pa.string()),
                         "version": pa.array(versions[r], pa.int16()),
                         "field": pa.array([path] * len(r), pa.string()),
                         "error_code": pa.array(codes[nz].astype(np.int16), pa.int16()),
