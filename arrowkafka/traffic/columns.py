@@ -36,6 +36,12 @@ FRAME_COLUMNS = pa.schema(
         pa.field("_broker", pa.string(), nullable=False, metadata={"about": "broker ip:port"}),
         pa.field("_ts_first", pa.timestamp("ns", "UTC"), nullable=False),
         pa.field("_ts_last", pa.timestamp("ns", "UTC"), nullable=False),
+        pa.field(
+            "_size",
+            pa.int32(),
+            nullable=False,
+            metadata={"about": "the frame's bytes on the wire, its 4-byte size prefix included"},
+        ),
         pa.field("_correlation_id", pa.int32(), nullable=False),
         pa.field(
             "_api_version", pa.int16(), nullable=False, metadata={"about": "the request header's api version"}

@@ -30,6 +30,7 @@ class _Frame:
     broker: str
     ts_first: int
     ts_last: int
+    size: int  # on the wire: the size prefix's 4 bytes, then the frame
     correlation_id: int
     api_version: int
     client_id: str | None
@@ -99,7 +100,8 @@ def group_frames(
             groups[("request", spec.name, header.api_version)].append(
                 _Frame(name, addr(item.conn.client_ip, item.conn.client_port),
                        addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
-                       header.correlation_id, header.api_version, header.client_id, header.tags, header.body)
+                       len(frame) + 4, header.correlation_id, header.api_version, header.client_id,
+                       header.tags, header.body)
             )  # fmt: skip
         add_truncation_reject(summary, rejects, name, stats)
         for item in responses:
@@ -123,7 +125,8 @@ def group_frames(
             groups[("response", spec.name, version)].append(
                 _Frame(name, addr(item.conn.client_ip, item.conn.client_port),
                        addr(item.conn.server_ip, item.conn.server_port), item.ts_first_ns, item.ts_last_ns,
-                       rheader.correlation_id, version, None, rheader.tags, rheader.body, request_ts)
+                       len(frame) + 4, rheader.correlation_id, version, None, rheader.tags, rheader.body,
+                       request_ts)
             )  # fmt: skip
     return groups
 
@@ -136,6 +139,7 @@ def frame_columns(frames: list[_Frame]) -> list[pa.Array]:
         pa.array([f.broker for f in frames], pa.string()),
         pa.array([f.ts_first for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
         pa.array([f.ts_last for f in frames], pa.int64()).cast(pa.timestamp("ns", "UTC")),
+        pa.array([f.size for f in frames], pa.int32()),
         pa.array([f.correlation_id for f in frames], pa.int32()),
         pa.array([f.api_version for f in frames], pa.int16()),
         pa.array([f.client_id for f in frames], pa.string()),

@@ -302,6 +302,7 @@ class Pairing:
             self.brokers.take(conn),
             pa.array(a.ts_first[rows]).cast(ts_type),
             pa.array(a.ts_last[rows]).cast(ts_type),
+            pa.array((a.size[rows] + 4).astype(np.int32)),  # the size prefix, then the frame
             pa.array(r.corr[rows].astype(np.int32)),
             pa.array(r.ver[rows].astype(np.int16)),
             slices(data, cid_starts, np.maximum(cid_lens, 0), cid_lens >= 0, pa.string()),

@@ -61,6 +61,7 @@ FRAME_COLUMNS = {
     "_broker",
     "_ts_first",
     "_ts_last",
+    "_size",
     "_correlation_id",
     "_client_id",
     "_header_tags",
