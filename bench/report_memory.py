@@ -1,13 +1,15 @@
 """The capture report at scale: time and peak RSS of ``arrowkafka report`` on the output of a
 large capture. The capture is the Tansu capture repeated to the size, every repetition with
 client addresses of its own (data.py's ``scaled_capture``: many connections, the worst case
-for the tables the report keeps a row per connection), decoded once by ``arrowkafka decode``
+for the tables the report keeps a row per connection), or with ``--same-clients`` the same
+clients, connections and consumer group again and again (a long capture of one cluster: the
+frames, records and commits grow, the things the report lists do not), decoded once by ``arrowkafka decode``
 (cached in the temp folder beside the capture). The report runs in a fresh process, as the
 command and as ``arrowkafka.report.build_report`` from Python (the command switches Arrow to
 jemalloc; a Python caller keeps its own allocator); peak RSS is each child's own ``ru_maxrss``.
 Prints a table (``--json``: JSON) and writes bench/results/<date>-report-memory-<size>GB.json.
 
-    python bench/report_memory.py [--gigabytes 1] [--json]
+    python bench/report_memory.py [--gigabytes 1] [--same-clients] [--json]
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def _child(cmd: list[str]) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gigabytes", type=float, default=1.0, help="capture size in GB (default 1)")
+    ap.add_argument("--same-clients", action="store_true", help="the same connections in every repetition")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args()
-    capture = scaled_capture(SHARED / "captures" / "tansu_confluent.pcap", args.gigabytes)
+    capture = scaled_capture(SHARED / "captures" / "tansu_confluent.pcap", args.gigabytes, args.same_clients)
     out = capture.with_suffix(".decoded")
     if not (out / "rejects.parquet").exists():
         print(f"decoding {capture} ({capture.stat().st_size / 1e9:.2f} GB) once ...", file=sys.stderr)
@@ -63,18 +66,20 @@ def main() -> None:
     result = {
         "date": datetime.date.today().isoformat(),
         "capture_gb": round(capture.stat().st_size / 1e9, 2),
+        "clients": "the same in every repetition" if args.same_clients else "new in every repetition",
         "parquet_mb": round(parquet / 1e6, 1),
         "report_kb": round((out / "report-cli.html").stat().st_size / 1e3),
         "cpus": len(os.sched_getaffinity(0)),
         "runs": runs,
     }
-    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB.json"
+    same = "-same-clients" if args.same_clients else ""
+    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB{same}.json"
     results.write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"report of a {result['capture_gb']} GB capture ({result['parquet_mb']} MB of Parquet,"
-          f" report {result['report_kb']} KB)")  # fmt: skip
+    print(f"report of a {result['capture_gb']} GB capture, clients {result['clients']}"
+          f" ({result['parquet_mb']} MB of Parquet, report {result['report_kb']} KB)")  # fmt: skip
     for name, r in runs.items():
         print(f"  {name:<8} {r['seconds']:>7.1f} s   peak RSS {r['peak_rss_mb']:,.0f} MB")
 

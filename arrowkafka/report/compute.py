@@ -264,27 +264,40 @@ def _api(message: str) -> str:
     return message.removesuffix(kind)
 
 
+def _has(outdir: str | Path, table: str, column: str) -> bool:
+    p = _path(outdir, table)
+    return p is not None and column in pq.read_schema(p).names
+
+
 def apis(outdir: str | Path) -> pa.Table:
     """Per API and version: the requests and responses decoded (rejected frames are counted in
-    ``rejects``)."""
-    rows: dict[tuple[str, int], dict[str, int]] = {}
+    ``rejects``) and their frames' bytes on the wire (null for a folder written before the
+    tables had ``_size``)."""
+    rows: dict[tuple[str, int], dict[str, int | None]] = {}
     for message in message_tables(outdir):
         api, kind = _api(message), "requests" if message.endswith("Request") else "responses"
+        sized = _has(outdir, message, "_size")
         counts = _aggregate(
-            _batches(outdir, message, ["_version"]),
+            _batches(outdir, message, ["_version", "_size"] if sized else ["_version"]),
             ["_version"],
-            [("_version", "count", "n")],
-            pa.schema([("_version", pa.int16()), ("n", pa.int64())]),
+            [("_version", "count", "n"), *([("_size", "sum", "bytes")] if sized else [])],
+            pa.schema([("_version", pa.int16()), ("n", pa.int64()), ("bytes", pa.int64())]),
         )
-        for v, n in zip(counts["_version"].to_pylist(), counts["n"].to_pylist(), strict=True):
-            rows.setdefault((api, v), {"requests": 0, "responses": 0})[kind] += n
+        sizes = counts["bytes"].to_pylist() if sized else [None] * counts.num_rows
+        for v, n, size in zip(counts["_version"].to_pylist(), counts["n"].to_pylist(), sizes, strict=True):
+            row = rows.setdefault(
+                (api, v), {"requests": 0, "responses": 0, "request_bytes": 0, "response_bytes": 0}
+            )
+            row[kind] = (row[kind] or 0) + n
+            b = f"{kind[:-1]}_bytes"
+            row[b] = None if size is None or row[b] is None else row[b] + size
     keys = sorted(rows)
+    counts = ("requests", "responses", "request_bytes", "response_bytes")
     return pa.table(
         {
             "api": pa.array([a for a, _ in keys], pa.string()),
             "version": pa.array([v for _, v in keys], pa.int16()),
-            "requests": pa.array([rows[k]["requests"] for k in keys], pa.int64()),
-            "responses": pa.array([rows[k]["responses"] for k in keys], pa.int64()),
+            **{c: pa.array([rows[k][c] for k in keys], pa.int64()) for c in counts},
         }
     )
 
@@ -373,12 +386,19 @@ def _record_totals(outdir: str | Path) -> dict[str, int]:
     return out
 
 
+def _total(*columns: pa.ChunkedArray | pa.Array) -> int | None:
+    """The sum of ``columns``, or None if any value is null."""
+    if any(c.null_count for c in columns):
+        return None
+    return sum(int(pc.sum(c).as_py() or 0) for c in columns)
+
+
 def overview(outdir: str | Path) -> pa.Table:
     """One row: the capture's first and last frame, its duration, how many capture files,
-    connections, client addresses, client ids, brokers, requests, responses, APIs (and API
-    versions), rejects, record batches (all: data, control and partial), records (of the data
-    batches: no transaction markers), the batches' bytes, control batches and partial batches
-    (cut at the end of a Fetch response)."""
+    connections, client addresses, client ids, brokers, requests, responses, their frames' bytes
+    on the wire, APIs (and API versions), rejects, record batches (all: data, control and
+    partial), records (of the data batches: no transaction markers), the batches' bytes, control
+    batches and partial batches (cut at the end of a Fetch response)."""
     tl = timeline(outdir)
     conns = connections(outdir)
     api = apis(outdir)
@@ -399,6 +419,8 @@ def overview(outdir: str | Path) -> pa.Table:
         "brokers": [pc.count_distinct(conns["broker"]).as_py()],
         "requests": [int(pc.sum(api["requests"]).as_py() or 0)],
         "responses": [int(pc.sum(api["responses"]).as_py() or 0)],
+        # (null if any table lacks ``_size``: a folder written by an older arrowkafka)
+        "frame_bytes": [_total(api["request_bytes"], api["response_bytes"])],
         "apis": [len(set(api["api"].to_pylist()))],
         "api_versions": [api.num_rows],
         "rejects": [int(pc.sum(rej["count"]).as_py() or 0)],
@@ -885,7 +907,28 @@ def errors_over_time(outdir: str | Path) -> pa.Table:
 # consumer groups
 
 
-_LINK = ["_capture", "_client", "_broker", "_correlation_id"]
+# A response to its request: the connection, the correlation id and the request's first segment
+# time (a request's ``_ts_first``, its response's ``_request_ts``). The time keeps the join one to
+# one where a connection's correlation ids come back (ports reused, a client restarted): on
+# those ids alone a long capture's join grew with the square of the repeats.
+_LINK = ["_capture", "_client", "_broker", "_correlation_id", "_link_ts"]
+
+
+def _linked(
+    outdir: str | Path, message: str, columns: Sequence[str], partitions: list[str] | None = None
+) -> pa.Table | None:
+    """The ``columns`` of a request or response table (``_link_ts`` among them): its rows, or with
+    ``partitions`` one row per partition with those fields (``_partitions``)."""
+    ts = "_ts_first" if message.endswith("Request") else "_request_ts"
+    cols = [c for c in columns if c != "_link_ts"]
+    read = cols if ts in cols else [*cols, ts]
+    t = _read(outdir, message, read) if partitions is None else _partitions(outdir, message, read, partitions)
+    if t is None:
+        return None
+    t = t.append_column("_link_ts", pc.cast(t[ts], pa.timestamp("ns", "UTC")))
+    return t if ts in cols else t.drop_columns([ts])
+
+
 # the type of each response column ``_pairs`` reads, for a capture without the response table
 _RESPONSE_TYPES = {
     "error_code": pa.int16(),
@@ -901,10 +944,10 @@ def _pairs(
 ) -> pa.Table | None:
     """Requests of ``api`` joined with their responses (left: a request with no response in the
     capture keeps its row, response columns null). Response columns are prefixed ``r_``."""
-    req = _read(outdir, f"{api}Request", [*_LINK, "_client_id", "_ts_first", "_version", *request_cols])
+    req = _linked(outdir, f"{api}Request", [*_LINK, "_client_id", "_ts_first", "_version", *request_cols])
     if req is None:
         return None
-    resp = _read(outdir, f"{api}Response", [*_LINK, "_latency_ns", *response_cols])
+    resp = _linked(outdir, f"{api}Response", [*_LINK, "_latency_ns", *response_cols])
     if resp is None:
         # no response table (only client -> broker captured, say): every response column asked
         # for, typed, with no rows; the left join gives each request nulls for them
@@ -1090,11 +1133,11 @@ def _commits(outdir: str | Path) -> pa.Table:
     keys = [*_LINK, "topic", "partition_index"]
     parts = []
     for api in COMMIT_APIS:
-        req = _partitions(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id"],
-                          ["partition_index", "committed_offset"])  # fmt: skip
+        req = _linked(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id"],
+                      ["partition_index", "committed_offset"])  # fmt: skip
         if req is None or not req.num_rows:
             continue
-        resp = _partitions(outdir, f"{api}Response", list(_LINK), ["partition_index", "error_code"])
+        resp = _linked(outdir, f"{api}Response", _LINK, ["partition_index", "error_code"])
         if resp is None:
             resp = pa.table(
                 {**{k: pa.array([], req[k].type) for k in keys}, "error_code": pa.array([], pa.int16())}

@@ -411,6 +411,7 @@ def render_html(outdir: str | Path) -> str:
         ("brokers", _fmt(ov["brokers"])),
         ("requests", _fmt(ov["requests"])),
         ("responses", _fmt(ov["responses"])),
+        ("frame bytes", _fmt(ov["frame_bytes"])),
         ("APIs / versions", f"{ov['apis']} / {ov['api_versions']}"),
         ("rejects", _fmt(ov["rejects"])),
         ("record batches", _fmt(ov["record_batches"])),
@@ -424,8 +425,9 @@ def render_html(outdir: str | Path) -> str:
     ]
     parts.append(
         f'<p class="note">From {html.escape(_fmt(ov["first"]))} to {html.escape(_fmt(ov["last"]))} UTC, '
-        f"{ov['captures']} capture file(s). Frame bytes are not kept in the tables (the decode summary "
-        "prints them); record bytes are the record batches' bytes on the wire.</p>"
+        f"{ov['captures']} capture file(s). Frame bytes are the decoded requests' and responses' bytes "
+        "on the wire, size prefixes included (rejected frames apart); record bytes are the record "
+        "batches' bytes on the wire.</p>"
     )
     parts.append(_table("overview", ov_table, "no frames"))
     parts.append("<h3>Connections and clients</h3>")

@@ -115,11 +115,13 @@ def big_capture(copies: int = 100, source: str = "tansu_confluent") -> Path:
     return out
 
 
-def scaled_capture(source: Path, gigabytes: float) -> Path:
+def scaled_capture(source: Path, gigabytes: float, same_clients: bool = False) -> Path:
     """About ``gigabytes`` GB (1e9 bytes) of classic pcap made of repetitions of ``source`` (a
     little-endian classic pcap, Ethernet, IPv4, the broker on port 9092): in repetition r each
     client address (the end whose TCP port is not 9092) becomes 10.(r >> 8).(r & 255).(n + 1),
-    n numbering the source's client addresses, so every repetition's connections are its own;
+    n numbering the source's client addresses, so every repetition's connections are its own
+    (``same_clients``: 10.0.0.(n + 1) in every repetition, so the connections, clients and
+    groups stay those of one repetition, each opened and closed again on the same ports);
     timestamps shifted past the previous repetition's last. Lengths unchanged, checksums not
     fixed (the decoder does not check them). Cached in the temp folder; written a repetition
     at a time (memory: the source twice), under a temporary name then renamed."""
@@ -129,7 +131,8 @@ def scaled_capture(source: Path, gigabytes: float) -> Path:
     import numpy as np
 
     source = Path(source)
-    out = Path(tempfile.gettempdir()) / f"{source.stem}-scaled-{gigabytes:g}GB-v1.pcap"
+    same = "-same-clients" if same_clients else ""
+    out = Path(tempfile.gettempdir()) / f"{source.stem}-scaled-{gigabytes:g}GB{same}-v1.pcap"
     if out.exists():
         return out
     raw = np.fromfile(source, np.uint8)
@@ -171,6 +174,11 @@ def scaled_capture(source: Path, gigabytes: float) -> Path:
     # offsets in the bytes after the file header, which are copied per repetition
     ip_idx = (client_at - 24)[:, None] + np.arange(4)
     ts_idx = (rec - 24)[:, None] + np.arange(8)
+    # TCP sequence and acknowledgement numbers (big-endian): moved on per repetition when the
+    # same ports come back, else the reassembler rightly takes the bytes for retransmissions
+    seq_idx = (tcp_ok - 24 + 4)[:, None] + np.arange(4)
+    ack_idx = seq_idx + 4
+    seq, ack = (raw[i + 24].astype(np.int64) @ (1 << (8 * np.arange(3, -1, -1))) for i in (seq_idx, ack_idx))
     span = int(ts.max() - ts.min()) + 1
     body = raw[24:]
     reps = max(1, round(gigabytes * 1e9 / len(body)))
@@ -183,13 +191,19 @@ def scaled_capture(source: Path, gigabytes: float) -> Path:
             for r in range(reps):
                 np.copyto(buf, body)
                 address = np.empty((len(clients), 4), np.uint8)
-                address[:] = (10, r >> 8, r & 255, 0)
+                rep = 0 if same_clients else r
+                address[:] = (10, rep >> 8, rep & 255, 0)
                 address[:, 3] = np.arange(1, len(clients) + 1)
                 buf[ip_idx] = address[client_of]
                 shifted = ts + r * span
                 stamp = np.empty((len(rec), 2), "<u4")
                 stamp[:, 0], stamp[:, 1] = shifted // frac, shifted % frac
                 buf[ts_idx] = stamp.view(np.uint8)
+                if same_clients:  # a new stretch of sequence space per repetition
+                    for at, v in ((seq_idx, seq), (ack_idx, ack)):
+                        buf[at] = (
+                            ((v + r * 0x9E3779B1) % (1 << 32)).astype(">u4").view(np.uint8).reshape(-1, 4)
+                        )
                 buf.tofile(f)
         os.replace(part, out)
     finally:

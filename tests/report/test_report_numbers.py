@@ -103,7 +103,7 @@ def folder(request: pytest.FixtureRequest, decoded: dict[str, Path]) -> Path:
 
 def test_overview(folder: Path) -> None:
     frames = _union(folder, lambda n, p: f"SELECT '{n}' AS m, _capture, _client, _broker, _client_id, "
-                    f"_ts_first, _ts_last FROM {_q(p)}")  # fmt: skip
+                    f"_ts_first, _ts_last, _size FROM {_q(p)}")  # fmt: skip
     want = _sql(
         f"""WITH f AS ({frames}),
         b AS (SELECT count(*) n, coalesce(sum(record_count) FILTER (WHERE control IS NOT TRUE), 0) r,
@@ -114,7 +114,7 @@ def test_overview(folder: Path) -> None:
                count(DISTINCT _capture), count(DISTINCT (_client, _broker)), count(DISTINCT _client),
                count(DISTINCT _client_id), count(DISTINCT _broker),
                count(*) FILTER (WHERE m LIKE '%Request'), count(*) FILTER (WHERE m LIKE '%Response'),
-               count(DISTINCT regexp_replace(m, '(Request|Response)$', '')),
+               sum(_size), count(DISTINCT regexp_replace(m, '(Request|Response)$', '')),
                (SELECT count(*) FROM (SELECT DISTINCT regexp_replace(m, '(Request|Response)$', '') FROM f)),
                (SELECT count(*) FROM {_q(folder / "rejects.parquet")}), b.n, b.r, b.s, b.c, b.p
         FROM f, b GROUP BY b.n, b.r, b.s, b.c, b.p"""
@@ -129,7 +129,7 @@ def test_overview(folder: Path) -> None:
     )
     n_versions = _sql(f"SELECT count(*) FROM (SELECT DISTINCT * FROM ({versions}))")[0][0]
     want_row = list(want[0])
-    want_row[11] = n_versions
+    want_row[12] = n_versions
     _same(got, [tuple(want_row)], "overview")
 
 
@@ -144,10 +144,12 @@ def test_connections(folder: Path) -> None:
 
 
 def test_apis(folder: Path) -> None:
-    frames = _union(folder, lambda n, p: f"SELECT '{n}' AS m, _version FROM {_q(p)}")
+    frames = _union(folder, lambda n, p: f"SELECT '{n}' AS m, _version, _size FROM {_q(p)}")
     want = _sql(
         f"""SELECT regexp_replace(m, '(Request|Response)$', '') AS api, _version,
-        count(*) FILTER (WHERE m LIKE '%Request'), count(*) FILTER (WHERE m LIKE '%Response')
+        count(*) FILTER (WHERE m LIKE '%Request'), count(*) FILTER (WHERE m LIKE '%Response'),
+        coalesce(sum(_size) FILTER (WHERE m LIKE '%Request'), 0),
+        coalesce(sum(_size) FILTER (WHERE m LIKE '%Response'), 0)
         FROM ({frames}) GROUP BY ALL"""
     )
     _same(_arrow_rows(rep.apis(folder)), want, "apis")

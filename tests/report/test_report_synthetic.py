@@ -101,12 +101,17 @@ _FRAME = [
     ("_ts_last", pa.timestamp("us", "UTC")),
     ("_version", pa.int16()),
     ("_client_id", pa.string()),
+    ("_request_ts", pa.timestamp("us", "UTC")),
+    ("_latency_ns", pa.int64()),
 ]
 
 
-def _frame(capture: str, corr: int, at: float) -> dict[str, Any]:
+def _frame(capture: str, corr: int, at: float, request_at: float | None = None) -> dict[str, Any]:
+    """A frame's columns; ``request_at``: a response's request time."""
     return {"_capture": capture, "_client": "c:1", "_broker": "b:9092", "_correlation_id": corr,
-            "_ts_first": _ts(at), "_ts_last": _ts(at), "_version": 8, "_client_id": "me"}  # fmt: skip
+            "_ts_first": _ts(at), "_ts_last": _ts(at), "_version": 8, "_client_id": "me",
+            "_request_ts": None if request_at is None else _ts(request_at),
+            "_latency_ns": None if request_at is None else round((at - request_at) * 1e9)}  # fmt: skip
 
 
 def _topics(name: str, fields: list[tuple[str, pa.DataType]], topic: str = "name") -> pa.Field:
@@ -131,7 +136,7 @@ def _commit(folder: Path, api: str, commits: list[tuple[str, int, int, int, floa
     ]  # fmt: skip
     _write(folder, f"{api}Request", [pa.field("group_id", pa.string()), offsets], requests)
     responses = [
-        {**_frame(c, corr, at + 0.01),
+        {**_frame(c, corr, at + 0.01, request_at=at),
          "topics": [{"name": "t", "partitions": [{"partition_index": p, "error_code": 0}]}]}
         for c, corr, p, _, at in commits
     ]  # fmt: skip
@@ -198,3 +203,27 @@ def test_the_membership_plot_lanes(decoded: dict[str, Path]) -> None:
     assert members == len(per_member) and lanes == [(busiest["group_id"], busiest["member_id"])]
     assert set(dots["lane"].to_pylist()) == {0} and dots.num_rows <= 4 * 2 * 11
     assert 0 <= min(dots["t"].to_pylist()) and max(dots["t"].to_pylist()) <= tl.seconds * 1.05
+
+
+def test_a_correlation_id_that_comes_back_pairs_each_request_with_its_own_response(tmp_path: Path) -> None:
+    """Ports reused or a client restarted: one connection sends correlation id 1 again. Each
+    request pairs with the response to it (by its time), not with every response of that id."""
+    _commit(
+        tmp_path, "OffsetCommit", [("a.pcap", 1, 0, off, at) for off, at in ((10, 1.0), (11, 2.0), (12, 3.0))]
+    )
+    (row,) = rep.committed_offsets(tmp_path).to_pylist()
+    assert (row["commits"], row["accepted"], row["committed_offset"]) == (3, 3, 12)
+    beats = [(1.0, 0), (2.0, 27), (3.0, 0)]  # 27: REBALANCE_IN_PROGRESS, on the second only
+    fields = [pa.field("group_id", pa.string()), pa.field("member_id", pa.string()),
+              pa.field("generation_id", pa.int32())]  # fmt: skip
+    _write(tmp_path, "HeartbeatRequest", fields,
+           [{**_frame("a.pcap", 1, at), "group_id": "g", "member_id": "m", "generation_id": 1}
+            for at, _ in beats])  # fmt: skip
+    answers = [{**_frame("a.pcap", 1, at + 0.01, request_at=at), "error_code": e} for at, e in beats]
+    _write(tmp_path, "HeartbeatResponse", [pa.field("error_code", pa.int16())], answers)
+    # a folder written before the tables had ``_size``: frame bytes unknown, not zero
+    assert rep.overview(tmp_path)["frame_bytes"].to_pylist() == [None]
+    assert set(rep.apis(tmp_path)["response_bytes"].to_pylist()) == {None}
+    events = rep.group_events(tmp_path).to_pylist()
+    assert [(e["ts"], e["error"]) for e in events] == [
+        (_ts(1.0), "NONE"), (_ts(2.0), "REBALANCE_IN_PROGRESS"), (_ts(3.0), "NONE")]  # fmt: skip
