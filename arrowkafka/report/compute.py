@@ -79,7 +79,17 @@ _STEPS_US = [
 _STEPS_US = sorted(set(_STEPS_US))
 _MESSAGE = re.compile(r"^[A-Z][A-Za-z0-9]*(Request|Response)$")
 SIDES = {"ProduceRequest": "produce", "FetchResponse": "fetch", "ShareFetchResponse": "fetch"}
-GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup")
+# the classic group protocol, then the heartbeats of KIP-848 consumer groups and KIP-932 share
+# groups (one API each: a member joins with epoch 0 and leaves with epoch -1 or -2)
+GROUP_APIS = (
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "ConsumerGroupHeartbeat",
+    "ShareGroupHeartbeat",
+)
+EPOCH_APIS = GROUP_APIS[4:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -934,6 +944,7 @@ _RESPONSE_TYPES = {
     "error_code": pa.int16(),
     "member_id": pa.string(),
     "generation_id": pa.int32(),
+    "member_epoch": pa.int32(),
     "producer_id": pa.int64(),
     "producer_epoch": pa.int16(),
 }
@@ -990,10 +1001,12 @@ _EVENT_SCHEMA = pa.schema(
 
 
 def group_events(outdir: str | Path) -> pa.Table:
-    """Every JoinGroup, SyncGroup, Heartbeat and LeaveGroup request with its response: time,
-    group, member (for JoinGroup the id the coordinator gave, for LeaveGroup v3+ each member
-    leaving), generation, client, correlation id, error code and name (null: no response in the
-    capture)."""
+    """Every JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat and
+    ShareGroupHeartbeat request with its response: time, group, member (for JoinGroup and the
+    new heartbeats the id the coordinator gave where the request had none, for LeaveGroup v3+
+    each member leaving), generation (the new heartbeats: the member epoch the coordinator
+    answered, else the one asked: 0 joins, -1 and -2 leave), client, correlation id, error code
+    and name (null: no response in the capture)."""
     parts = []
     for api in GROUP_APIS:
         req_cols = {
@@ -1001,19 +1014,24 @@ def group_events(outdir: str | Path) -> pa.Table:
             "SyncGroup": ["group_id", "member_id", "generation_id"],
             "Heartbeat": ["group_id", "member_id", "generation_id"],
             "LeaveGroup": ["group_id", "member_id", "members"],
-        }[api]
-        resp_cols = ["error_code"] + (["member_id", "generation_id"] if api == "JoinGroup" else [])
+        }.get(api, ["group_id", "member_id", "member_epoch"])
+        given = ["member_id", "generation_id" if api == "JoinGroup" else "member_epoch"]
+        resp_cols = ["error_code", *(given if api == "JoinGroup" or api in EPOCH_APIS else [])]
         t = _pairs(outdir, api, req_cols, resp_cols)
         if t is None or not t.num_rows:
             continue
         n = t.num_rows
-        if api == "JoinGroup":
-            member = pc.if_else(
-                pc.and_(pc.is_valid(t["r_member_id"]), pc.not_equal(t["r_member_id"], "")),
+        if api == "JoinGroup" or api in EPOCH_APIS:
+            member = pc.if_else(  # (Kleene: no response is false, not null)
+                pc.and_kleene(pc.is_valid(t["r_member_id"]), pc.not_equal(t["r_member_id"], "")),
                 t["r_member_id"],
                 t["member_id"],
             )
-            generation = t["r_generation_id"]
+            generation = (
+                t["r_generation_id"]
+                if api == "JoinGroup"
+                else pc.coalesce(t["r_member_epoch"], t["member_epoch"])
+            )
         elif api == "LeaveGroup":
             # v3+: a list of members; v0-2: one member_id
             names = []
@@ -1114,26 +1132,32 @@ def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[
 
 
 COMMIT_APIS = ("OffsetCommit", "TxnOffsetCommit")
+_COMMITS = pa.schema(
+    [
+        ("ts", pa.timestamp("us", "UTC")),
+        ("capture", pa.string()),
+        ("group_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("committed_offset", pa.int64()),
+        ("error_code", pa.int16()),
+        ("source", pa.string()),
+        # a TxnOffsetCommit's transaction: COMMIT, ABORT, FAILED (its EndTxn had an error), or
+        # null (no EndTxn after it in the capture); null for the other sources
+        ("txn", pa.string()),
+    ]
+)
 
 
 def _commits(outdir: str | Path) -> pa.Table:
     """One row per partition of every OffsetCommit and TxnOffsetCommit request, with its
-    response's error (null: no response in the capture), in capture order."""
-    schema = pa.schema(
-        [
-            ("ts", pa.timestamp("us", "UTC")),
-            ("capture", pa.string()),
-            ("group_id", pa.string()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("committed_offset", pa.int64()),
-            ("error_code", pa.int16()),
-        ]
-    )
+    response's error (null: no response in the capture) and, for TxnOffsetCommit, how its
+    transaction ended; in capture order."""
     keys = [*_LINK, "topic", "partition_index"]
     parts = []
     for api in COMMIT_APIS:
-        req = _linked(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id"],
+        txn = ["transactional_id", "producer_id"] if api == "TxnOffsetCommit" else []
+        req = _linked(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id", *txn],
                       ["partition_index", "committed_offset"])  # fmt: skip
         if req is None or not req.num_rows:
             continue
@@ -1143,7 +1167,114 @@ def _commits(outdir: str | Path) -> pa.Table:
                 {**{k: pa.array([], req[k].type) for k in keys}, "error_code": pa.array([], pa.int16())}
             )
         t = req.join(resp, keys, join_type="left outer", use_threads=False)
+        ts = _ts(t["_ts_first"])
         parts.append(
+            pa.table(
+                {
+                    "ts": ts,
+                    "capture": t["_capture"],
+                    "group_id": t["group_id"],
+                    "topic": t["topic"],
+                    "partition": t["partition_index"],
+                    "committed_offset": t["committed_offset"],
+                    "error_code": t["error_code"],
+                    "source": pa.array([api] * t.num_rows, pa.string()),
+                    "txn": _txn_outcomes(outdir, t, ts) if txn else pa.nulls(t.num_rows, pa.string()),
+                }
+            ).cast(_COMMITS)
+        )
+    if not parts:
+        return _COMMITS.empty_table()
+    return pa.concat_tables(parts).sort_by([("ts", "ascending")])
+
+
+def _txn_key(capture: pa.ChunkedArray, txn_id: pa.ChunkedArray, pid: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.binary_join_element_wise(capture, pc.fill_null(txn_id, ""), pc.cast(pid, pa.string()), "\x00")
+
+
+def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) -> pa.Array:
+    """For each TxnOffsetCommit row: how the transaction ended, by the first EndTxn request of the
+    same capture file, transactional id and producer id after it (COMMIT or ABORT as the producer
+    asked, FAILED where the broker answered it with an error, null where the capture holds none or
+    not its response)."""
+    ends = _pairs(outdir, "EndTxn", ["transactional_id", "producer_id", "committed"], ["error_code"])
+    n = commits.num_rows
+    if ends is None or not ends.num_rows or not n:
+        return pa.nulls(n, pa.string())
+    asked = pc.if_else(ends["committed"], "COMMIT", "ABORT")
+    outcome = pc.if_else(pc.equal(ends["r_error_code"], 0), asked, "FAILED")  # null: no response
+    keys = pa.chunked_array(
+        [
+            *_txn_key(commits["_capture"], commits["transactional_id"], commits["producer_id"]).chunks,
+            *_txn_key(ends["_capture"], ends["transactional_id"], ends["producer_id"]).chunks,
+        ],
+        pa.string(),
+    )
+    code = pc.dictionary_encode(keys).combine_chunks().indices.to_numpy()
+    at = np.concatenate([_us(ts), _us(ends["_ts_first"])])
+    is_end = np.arange(len(at)) >= n
+    order = np.lexsort((is_end, at, code))  # per key in time; an EndTxn after a commit at the same time
+    sorted_end = is_end[order]
+    # for each place in that order, the first EndTxn at or after it
+    nxt = np.where(sorted_end, np.arange(len(order)), len(order))
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    place = np.empty(len(order), np.int64)
+    place[order] = np.arange(len(order))
+    j = nxt[place[:n]]
+    found = j < len(order)
+    end_row = np.where(found, order[np.minimum(j, len(order) - 1)], n)
+    found &= code[end_row] == code[:n]
+    taken = pc.take(outcome, pa.array(np.where(found, end_row - n, 0)))
+    return pc.if_else(pa.array(found), taken, pa.scalar(None, pa.string()))
+
+
+def _fetched(outdir: str | Path) -> pa.Table:
+    """One row per partition of every OffsetFetch response that gave a committed offset (error
+    NONE, offset 0 or more): the group's committed offset as the coordinator told a consumer, at
+    the response's time. Versions 8 and up name the group in the response; earlier ones in the
+    request."""
+    parts = []
+    offsets = ["partition_index", "committed_offset", "error_code"]
+    if _has(outdir, "OffsetFetchResponse", "topics"):  # v0-7: one group, named in the request
+        # (a group-level error, v2-7, comes with no partitions: the partitions' errors suffice)
+        t = _linked(outdir, "OffsetFetchResponse", [*_LINK, "_ts_first"], offsets)
+        if t is not None and t.num_rows:
+            t = t.append_column("group_error", pa.nulls(t.num_rows, pa.int16()))
+            req = _linked(outdir, "OffsetFetchRequest", [*_LINK, "group_id"])
+            keys = t.select(_LINK).append_column("_row", pa.array(np.arange(t.num_rows), pa.int64()))
+            if req is not None:
+                joined = keys.join(req.select([*_LINK, "group_id"]), _LINK, join_type="left outer",
+                                   use_threads=False).sort_by("_row")  # fmt: skip
+                parts.append(t.append_column("group_id", joined["group_id"]))
+    v8 = _has(outdir, "OffsetFetchResponse", "groups")  # v8+: groups, each named
+    by_group = ["groups.group_id", "groups.error_code", "groups.topics.name"]
+    by_group += [f"groups.topics.partitions.{f}" for f in offsets]
+    for part in _batches(outdir, "OffsetFetchResponse", ["_capture", "_ts_first", *by_group]) if v8 else ():
+        rows, groups = _unnest(part["groups"].combine_chunks())
+        rows2, topics = _unnest(groups["topics"])
+        rows3, p = _unnest(topics["partitions"])
+        g = rows2[rows3]
+        parts.append(
+            pa.table(
+                {
+                    "_capture": pc.take(part["_capture"], pa.array(rows[g])),
+                    "_ts_first": pc.take(part["_ts_first"], pa.array(rows[g])),
+                    "group_error": pc.take(groups["error_code"], pa.array(g)),
+                    "topic": pc.take(topics["name"], pa.array(rows3)),
+                    **{f: p[f] for f in offsets},
+                    "group_id": pc.take(groups["group_id"], pa.array(g)),
+                }
+            )
+        )
+    out = []
+    for t in parts:
+        ok = pc.and_(
+            pc.fill_null(pc.equal(t["error_code"], 0), False), pc.greater_equal(t["committed_offset"], 0)
+        )
+        ok = pc.and_(ok, pc.fill_null(pc.equal(t["group_error"], 0), True))
+        ok = pc.and_(pc.and_(ok, pc.is_valid(t["group_id"])), pc.is_valid(t["topic"]))
+        t = t.filter(ok)
+        out.append(
             pa.table(
                 {
                     "ts": _ts(t["_ts_first"]),
@@ -1153,37 +1284,109 @@ def _commits(outdir: str | Path) -> pa.Table:
                     "partition": t["partition_index"],
                     "committed_offset": t["committed_offset"],
                     "error_code": t["error_code"],
+                    "source": pa.array(["OffsetFetch"] * t.num_rows, pa.string()),
+                    "txn": pa.nulls(t.num_rows, pa.string()),
                 }
-            ).cast(schema)
+            ).cast(_COMMITS)
         )
-    if not parts:
-        return schema.empty_table()
-    return pa.concat_tables(parts).sort_by([("ts", "ascending")])
+    return pa.concat_tables(out).sort_by([("ts", "ascending")]) if out else _COMMITS.empty_table()
 
 
 def _committed(outdir: str | Path) -> pa.Table:
-    """``committed_offsets``, with the capture file of the last accepted commit."""
+    """``committed_offsets``, with the capture file of the latest committed offset."""
     c = _commits(outdir)
+    f = _fetched(outdir)
     keys = ["group_id", "topic", "partition"]
-    c = c.append_column("ok", pc.cast(pc.fill_null(pc.equal(c["error_code"], 0), False), pa.int64()))
-    totals = _group(c, keys, [("ok", "count"), ("ok", "sum")], ["commits", "accepted"])
-    accepted = c.filter(pc.equal(c["ok"], 1))  # in capture order: the last is the latest
-    last = _group(
-        accepted,
+    ok = pc.fill_null(pc.equal(c["error_code"], 0), False)
+    txn = pc.equal(c["source"], "TxnOffsetCommit")
+    counts = pa.table(
+        {
+            **{k: c[k] for k in keys},
+            "commit": pa.array(np.ones(c.num_rows, np.int64)),
+            "ok": pc.cast(ok, pa.int64()),
+            "aborted": pc.cast(
+                pc.and_(pc.and_(ok, txn), pc.is_in(c["txn"], pa.array(["ABORT", "FAILED"]))), pa.int64()
+            ),
+            "undecided": pc.cast(pc.and_(pc.and_(ok, txn), pc.is_null(c["txn"])), pa.int64()),
+            "fetch": pa.array(np.zeros(c.num_rows, np.int64)),
+        }
+    )
+    counts = pa.concat_tables(
+        [
+            counts,
+            pa.table(
+                {
+                    **{k: f[k] for k in keys},
+                    **{
+                        n: pa.array(np.zeros(f.num_rows, np.int64))
+                        for n in ("commit", "ok", "aborted", "undecided")
+                    },
+                    "fetch": pa.array(np.ones(f.num_rows, np.int64)),
+                }
+            ),
+        ]
+    )
+    totals = _group(
+        counts,
         keys,
-        [("committed_offset", "last"), ("ts", "last"), ("capture", "last")],
-        ["committed_offset", "committed_at", "capture"],
+        [("commit", "sum"), ("ok", "sum"), ("aborted", "sum"), ("undecided", "sum"), ("fetch", "sum")],
+        ["commits", "accepted", "aborted", "undecided", "fetched"],
+    )
+    # what the group holds: accepted commits (a transaction's only once it committed) and what
+    # OffsetFetch answers gave, the latest in time
+    holds = pc.and_(ok, pc.or_(pc.invert(txn), pc.fill_null(pc.equal(c["txn"], "COMMIT"), False)))
+    known = pa.concat_tables([c.filter(holds), f])
+    last = _since(known, keys).rename_columns(
+        [*keys, "committed_offset", "committed_at", "source", "capture"]
     )
     out = totals.join(last, keys, join_type="left outer", use_threads=False)
-    return out.select([*keys, "commits", "accepted", "committed_offset", "committed_at", "capture"]).sort_by(
-        [(k, "ascending") for k in keys]
+    cols = [
+        *keys,
+        "commits",
+        "accepted",
+        "aborted",
+        "undecided",
+        "fetched",
+        "committed_offset",
+        "committed_at",
+        "source",
+        "capture",
+    ]
+    return out.select(cols).sort_by([(k, "ascending") for k in keys])
+
+
+def _since(known: pa.Table, keys: list[str]) -> pa.Table:
+    """Per ``keys``: the last ``committed_offset`` in time, and the ``ts``, ``source`` and
+    ``capture`` of the first row of its last run of equal offsets: since when the capture shows
+    the group holding that offset (an OffsetFetch answer repeating a commit does not move it)."""
+    if not known.num_rows:
+        return known.select([*keys, "committed_offset", "ts", "source", "capture"])
+    code = (
+        pc.dictionary_encode(
+            pc.binary_join_element_wise(*(pc.cast(known[k], pa.string()) for k in keys), "\x00")
+        )
+        .combine_chunks()
+        .indices.to_numpy()
     )
+    ts = _us(known["ts"])
+    order = np.lexsort((np.arange(len(ts)), ts, code))  # per key in time; ties keep their order
+    code, off = code[order], known["committed_offset"].to_numpy()[order]
+    starts = np.ones(len(order), bool)
+    starts[1:] = (code[1:] != code[:-1]) | (off[1:] != off[:-1])
+    last = np.ones(len(order), bool)
+    last[:-1] = code[1:] != code[:-1]
+    run = np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))  # each row's run start
+    first_of_last = order[run[last]]
+    return known.take(pa.array(first_of_last)).select([*keys, "committed_offset", "ts", "source", "capture"])
 
 
 def committed_offsets(outdir: str | Path) -> pa.Table:
     """Per group, topic and partition: offset commits (OffsetCommit, and TxnOffsetCommit from a
-    transactional producer), how many the broker accepted (error NONE), and the last accepted
-    offset and when it was committed."""
+    transactional producer), how many the broker accepted (error NONE), how many of those were in
+    a transaction that aborted (or whose EndTxn failed) and how many in one whose end is not in
+    the capture, how many OffsetFetch answers gave the partition's offset, and the committed
+    offset the group held last: the latest of an accepted commit (a transaction's once it
+    committed) and an OffsetFetch answer, when, and from which."""
     return _committed(outdir).drop_columns(["capture"])
 
 

@@ -311,6 +311,12 @@ def _errors_plot(over: pa.Table, width_s: float, seconds: float) -> str:
     return _svg(draw, 11.5, 3.0)
 
 
+_NO_MEMBERS = (
+    "No JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat or ShareGroupHeartbeat "
+    "requests in this capture."
+)
+
+
 def _group_plot(events: pa.Table, start_us: int, seconds: float) -> str:
     lanes, members, dots = compute.member_lanes(events, start_us, seconds, LANES)
     shown = (
@@ -319,7 +325,9 @@ def _group_plot(events: pa.Table, start_us: int, seconds: float) -> str:
     points: dict[tuple[str, bool], list[tuple[float, int]]] = {}
     for d in dots.to_pylist():
         points.setdefault((d["api"], d["ok"]), []).append((d["t"], d["lane"]))
-    marks = {"JoinGroup": "^", "SyncGroup": "s", "Heartbeat": ".", "LeaveGroup": "v"}
+    marks = {"JoinGroup": "^", "SyncGroup": "s", "Heartbeat": ".", "LeaveGroup": "v",
+             "ConsumerGroupHeartbeat": "d", "ShareGroupHeartbeat": "P"}  # fmt: skip
+    assert set(marks) == set(compute.GROUP_APIS)
 
     def draw(fig: Any) -> None:
         ax = fig.subplots()
@@ -525,7 +533,8 @@ def render_html(outdir: str | Path) -> str:
     if events.num_rows == 0 and commits.num_rows == 0:
         sections["groups"] = (
             '<p class="empty">No consumer-group traffic in this capture: no JoinGroup, SyncGroup, '
-            "Heartbeat, LeaveGroup or OffsetCommit requests.</p>"
+            "Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, ShareGroupHeartbeat, OffsetCommit or "
+            "OffsetFetch.</p>"
         )
     else:
         sections["groups"] = "".join(
@@ -535,21 +544,25 @@ def render_html(outdir: str | Path) -> str:
                 _table(
                     "group_summary",
                     compute.group_summary(outdir),
-                    "No JoinGroup, SyncGroup, Heartbeat or LeaveGroup requests in this capture.",
+                    _NO_MEMBERS,
                 ),
                 "<h3>Members joining and leaving</h3>",
                 _table(
                     "group_events",
                     events,
-                    "No JoinGroup, SyncGroup, Heartbeat or LeaveGroup requests in this capture.",
+                    _NO_MEMBERS,
                 ),
                 "<h3>Committed offsets</h3>",
-                _table("committed_offsets", commits, "No OffsetCommit requests in this capture."),
+                _table(
+                    "committed_offsets", commits, "No offset commits or OffsetFetch answers in this capture."
+                ),
                 "<h3>Lag</h3>",
-                '<p class="note">lag = the last high watermark a Fetch response gave - the last committed '
-                "offset the broker accepted (OffsetCommit or TxnOffsetCommit), where the capture file of "
-                "that commit holds both for a partition; unknown where the watermark was seen before the "
-                "commit (records may have come since).</p>",
+                '<p class="note">The committed offset is the last one the group held: an OffsetCommit '
+                "the broker accepted, a TxnOffsetCommit once its transaction committed, or an OffsetFetch "
+                "answer; its time is when the capture first shows the group holding it. "
+                "lag = the last high watermark a Fetch response gave - that offset, where its capture "
+                "file holds both for a partition; unknown where the watermark was seen before that "
+                "time (records may have come since).</p>",
                 _table(
                     "lag",
                     compute.lag(outdir),

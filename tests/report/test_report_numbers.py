@@ -418,20 +418,31 @@ def test_the_error_fields_found_include_nested_ones(decoded: dict[str, Path]) ->
 
 
 def _link(a: str, b: str) -> str:
-    return " AND ".join(f"{a}.{c} = {b}.{c}" for c in ("_capture", "_client", "_broker", "_correlation_id"))
+    """Request ``a`` and response ``b``: the connection, the correlation id and the request time."""
+    same = " AND ".join(f"{a}.{c} = {b}.{c}" for c in ("_capture", "_client", "_broker", "_correlation_id"))
+    return f"{same} AND {a}._ts_first = {b}._request_ts"
 
 
 def _group_events_sql(folder: Path) -> Rows:
     parts = []
-    for api in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"):
+    epochs = ("ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
+    for api in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", *epochs):
         req, resp = folder / f"{api}Request.parquet", folder / f"{api}Response.parquet"
         if not req.exists():
             continue
+        given = (
+            "CASE WHEN r.member_id IS NOT NULL AND r.member_id <> '' THEN r.member_id ELSE q.member_id END"
+        )
         member = {
-            "JoinGroup": "CASE WHEN r.member_id IS NOT NULL AND r.member_id <> '' THEN r.member_id ELSE q.member_id END",
+            "JoinGroup": given,
+            **dict.fromkeys(epochs, given),
             "LeaveGroup": "CASE WHEN len(q.members) > 0 THEN array_to_string(list_transform(q.members, lambda x: x.member_id), ', ') ELSE q.member_id END",
         }.get(api, "q.member_id")
-        generation = {"JoinGroup": "r.generation_id", "LeaveGroup": "NULL"}.get(api, "q.generation_id")
+        generation = {
+            "JoinGroup": "r.generation_id",
+            "LeaveGroup": "NULL",
+            **dict.fromkeys(epochs, "coalesce(r.member_epoch, q.member_epoch)"),
+        }.get(api, "q.generation_id")
         parts.append(
             f"""SELECT epoch_us(q._ts_first), '{api}', q.group_id, {member}, {generation}::INTEGER, q._client,
             q._client_id, q._correlation_id, r.error_code FROM {_q(req)} q LEFT JOIN {_q(resp)} r ON {_link("q", "r")}"""
@@ -459,34 +470,113 @@ def test_group_summary(folder: Path) -> None:
 
 
 def _commits_sql(folder: Path) -> str:
-    """Every partition of every OffsetCommit and TxnOffsetCommit request, with its response's error."""
+    """Every partition of every OffsetCommit and TxnOffsetCommit request, with its response's
+    error, its API and (TxnOffsetCommit) how its transaction ended: the first EndTxn of the same
+    capture, transactional id and producer id at or after it."""
     parts = []
+    ends = ""
+    if (folder / "EndTxnRequest.parquet").exists():
+        resp = folder / "EndTxnResponse.parquet"
+        answer = f"LEFT JOIN {_q(resp)} r ON {_link('q', 'r')}" if resp.exists() else ""
+        code = "r.error_code" if resp.exists() else "NULL"
+        ends = f"""SELECT q._capture, q.transactional_id, q.producer_id, q._ts_first AS ts,
+            CASE WHEN {code} = 0 THEN (CASE WHEN q.committed THEN 'COMMIT' ELSE 'ABORT' END)
+                 WHEN {code} IS NOT NULL THEN 'FAILED' END AS outcome
+            FROM {_q(folder / "EndTxnRequest.parquet")} q {answer}"""
     for api in ("OffsetCommit", "TxnOffsetCommit"):
         req, resp = folder / f"{api}Request.parquet", folder / f"{api}Response.parquet"
         if not req.exists():
             continue
         r = (
-            f"SELECT _capture, _client, _broker, _correlation_id, t.name AS topic, unnest(t.partitions) AS p "
-            f"FROM (SELECT *, unnest(topics) AS t FROM {_q(resp)})"
+            f"SELECT _capture, _client, _broker, _correlation_id, _request_ts, t.name AS topic, "
+            f"unnest(t.partitions) AS p FROM (SELECT *, unnest(topics) AS t FROM {_q(resp)})"
             if resp.exists()
             else "SELECT NULL::VARCHAR _capture, NULL::VARCHAR _client, NULL::VARCHAR _broker, NULL::INTEGER _correlation_id, "
-            "NULL::VARCHAR topic, {'partition_index': NULL::INTEGER, 'error_code': NULL::SMALLINT} AS p WHERE false"
+            "NULL::TIMESTAMPTZ _request_ts, NULL::VARCHAR topic, "
+            "{'partition_index': NULL::INTEGER, 'error_code': NULL::SMALLINT} AS p WHERE false"
         )
+        txn = "NULL::VARCHAR"
+        if api == "TxnOffsetCommit" and ends:
+            txn = f"""(SELECT arg_min(e.outcome, e.ts) FROM ({ends}) e WHERE e._capture = q._capture
+                       AND e.transactional_id = q.transactional_id AND e.producer_id = q.producer_id
+                       AND e.ts >= q._ts_first)"""
         parts.append(f"""
         SELECT q._capture, q.group_id, q.topic, q.p.partition_index AS partition, q.p.committed_offset AS committed_offset,
-               epoch_us(q._ts_first) AS ts, r.p.error_code AS error_code
-        FROM (SELECT _capture, _client, _broker, _correlation_id, _ts_first, group_id, t.name AS topic,
-                     unnest(t.partitions) AS p
+               epoch_us(q._ts_first) AS ts, r.p.error_code AS error_code, '{api}' AS source, {txn} AS txn
+        FROM (SELECT *, t.name AS topic, unnest(t.partitions) AS p
               FROM (SELECT *, unnest(topics) AS t FROM {_q(req)})) q
         LEFT JOIN ({r}) r ON {_link("q", "r")} AND q.topic = r.topic AND q.p.partition_index = r.p.partition_index""")
     return " UNION ALL ".join(parts)
 
 
+def _fetched_sql(folder: Path) -> str:
+    """Every partition an OffsetFetch response gave an offset for (no error, offset >= 0): v8+ by
+    the response's groups, earlier versions by the request's group id."""
+    resp, req = folder / "OffsetFetchResponse.parquet", folder / "OffsetFetchRequest.parquet"
+    none = "SELECT NULL::VARCHAR _capture, NULL::VARCHAR group_id, NULL::VARCHAR topic, NULL::INTEGER partition, NULL::BIGINT committed_offset, NULL::BIGINT ts WHERE false"
+    if not resp.exists():
+        return none
+    names = duckdb.sql(f"SELECT * FROM {_q(resp)} LIMIT 0").columns
+    parts = [none]
+    if "groups" in names:
+        parts.append(f"""SELECT _capture, g.group_id, t.name, p.partition_index, p.committed_offset, epoch_us(_ts_first)
+            FROM (SELECT _capture, _ts_first, g, t, unnest(t.partitions) AS p FROM
+                  (SELECT _capture, _ts_first, g, unnest(g.topics) AS t FROM
+                   (SELECT _capture, _ts_first, unnest(groups) AS g FROM {_q(resp)})))
+            WHERE p.error_code = 0 AND p.committed_offset >= 0 AND g.error_code = 0""")
+    if "topics" in names:
+        parts.append(f"""SELECT r._capture, q.group_id, r.t.name, r.p.partition_index, r.p.committed_offset, epoch_us(r._ts_first)
+            FROM (SELECT *, unnest(t.partitions) AS p FROM (SELECT *, unnest(topics) AS t FROM {_q(resp)})) r
+            JOIN {_q(req)} q ON {_link("q", "r")}
+            WHERE r.p.error_code = 0 AND r.p.committed_offset >= 0""")
+    return " UNION ALL ".join(parts)
+
+
+def _held_sql(folder: Path) -> str:
+    """Per group, topic and partition: the offset held last (accepted commits, a transaction's
+    once committed, and OffsetFetch answers), since the first row of its last run of equal
+    offsets, that row's source and capture file."""
+    commits = _commits_sql(folder) or (
+        "SELECT NULL::VARCHAR _capture, NULL::VARCHAR group_id, NULL::VARCHAR topic, NULL::INTEGER partition, "
+        "NULL::BIGINT committed_offset, NULL::BIGINT ts, NULL::SMALLINT error_code, NULL::VARCHAR source, "
+        "NULL::VARCHAR txn WHERE false"
+    )
+    return f"""
+        WITH k AS (SELECT _capture, group_id, topic, partition, committed_offset, ts, source, 0 AS seq
+                   FROM ({commits}) WHERE error_code = 0 AND (source = 'OffsetCommit' OR txn = 'COMMIT')
+                   UNION ALL
+                   SELECT _capture, group_id, topic, partition, committed_offset, ts, 'OffsetFetch', 1
+                   FROM ({_fetched_sql(folder)})),
+        r AS (SELECT *, CASE WHEN lag(committed_offset) OVER w IS DISTINCT FROM committed_offset THEN 1 ELSE 0 END AS brk
+              FROM k WINDOW w AS (PARTITION BY group_id, topic, partition ORDER BY ts, seq)),
+        n AS (SELECT *, sum(brk) OVER (PARTITION BY group_id, topic, partition ORDER BY ts, seq
+                                       ROWS UNBOUNDED PRECEDING) AS run FROM r),
+        l AS (SELECT * FROM n QUALIFY run = max(run) OVER (PARTITION BY group_id, topic, partition))
+        SELECT group_id, topic, partition, arg_min(committed_offset, (ts, seq)) AS committed, min(ts) AS at,
+               arg_min(source, (ts, seq)) AS source, arg_min(_capture, (ts, seq)) AS capture
+        FROM l GROUP BY ALL"""
+
+
 def test_committed_offsets(folder: Path) -> None:
+    commits = _commits_sql(folder)
     want = _sql(
-        f"""SELECT group_id, topic, partition, count(*), count(*) FILTER (WHERE error_code = 0),
-        arg_max(committed_offset, ts) FILTER (WHERE error_code = 0), max(ts) FILTER (WHERE error_code = 0)
-        FROM ({_commits_sql(folder)}) GROUP BY ALL"""
+        f"""WITH c AS ({commits}), f AS ({_fetched_sql(folder)}), h AS ({_held_sql(folder)}),
+        keys AS (SELECT group_id, topic, partition FROM c UNION SELECT group_id, topic, partition FROM f)
+        SELECT keys.*,
+               (SELECT count(*) FROM c WHERE (c.group_id, c.topic, c.partition) = (keys.group_id, keys.topic, keys.partition)),
+               (SELECT count(*) FROM c WHERE (c.group_id, c.topic, c.partition) = (keys.group_id, keys.topic, keys.partition)
+                                       AND error_code = 0),
+               (SELECT count(*) FROM c WHERE (c.group_id, c.topic, c.partition) = (keys.group_id, keys.topic, keys.partition)
+                                       AND error_code = 0 AND source = 'TxnOffsetCommit' AND txn IN ('ABORT', 'FAILED')),
+               (SELECT count(*) FROM c WHERE (c.group_id, c.topic, c.partition) = (keys.group_id, keys.topic, keys.partition)
+                                       AND error_code = 0 AND source = 'TxnOffsetCommit' AND txn IS NULL),
+               (SELECT count(*) FROM f WHERE (f.group_id, f.topic, f.partition) = (keys.group_id, keys.topic, keys.partition)),
+               h.committed, h.at, h.source
+        FROM keys LEFT JOIN h USING (group_id, topic, partition)"""
+        if commits
+        else f"""WITH f AS ({_fetched_sql(folder)}), h AS ({_held_sql(folder)})
+        SELECT group_id, topic, partition, 0, 0, 0, 0, count(*), any_value(h.committed), any_value(h.at),
+               any_value(h.source) FROM f JOIN h USING (group_id, topic, partition) GROUP BY ALL"""
     )
     got = rep.committed_offsets(folder)
     _same(_arrow_rows(got), want, "committed_offsets")
@@ -494,13 +584,11 @@ def test_committed_offsets(folder: Path) -> None:
 
 
 def test_lag(folder: Path) -> None:
-    """The high watermark of the capture file of the last commit; no lag where it was seen before
-    the commit (records may have come since)."""
+    """The high watermark of the capture file of the offset held last; no lag where it was seen
+    before the group held that offset (records may have come since)."""
     fetch = folder / "FetchResponse.parquet"
     want = _sql(
-        f"""WITH c AS (SELECT group_id, topic, partition, arg_max(committed_offset, ts) AS committed, max(ts) AS at,
-                              arg_max(_capture, ts) AS capture
-                       FROM ({_commits_sql(folder)}) WHERE error_code = 0 GROUP BY ALL),
+        f"""WITH c AS ({_held_sql(folder)}),
         f AS (SELECT _capture, t.topic AS topic, unnest(t.partitions) AS p, _ts_first
               FROM (SELECT _capture, _ts_first, unnest(responses) AS t FROM {_q(fetch)})),
         h AS (SELECT _capture, topic, p.partition_index AS partition, arg_max(p.high_watermark, _ts_first) AS hw,

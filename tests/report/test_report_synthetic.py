@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 import arrowkafka.report as rep
 import tests.report.test_report_numbers as numbers
+from arrowkafka.traffic import REJECT_SCHEMA
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -127,20 +128,37 @@ def _write(folder: Path, name: str, extra: list[pa.Field], rows: list[dict[str, 
 
 
 def _commit(folder: Path, api: str, commits: list[tuple[str, int, int, int, float]]) -> None:
-    """(capture, correlation id, partition, offset, time) per request of ``api``, all accepted."""
+    """(capture, correlation id, partition, offset, time) per request of ``api``, all accepted
+    (TxnOffsetCommit: of transactional id "t1", producer id 7)."""
     offsets = _topics("topics", [("committed_offset", pa.int64())])
+    txn = {"transactional_id": "t1", "producer_id": 7} if api == "TxnOffsetCommit" else {}
     requests = [
-        {**_frame(c, corr, at), "group_id": "g",
+        {**_frame(c, corr, at), "group_id": "g", **txn,
          "topics": [{"name": "t", "partitions": [{"partition_index": p, "committed_offset": o}]}]}
         for c, corr, p, o, at in commits
     ]  # fmt: skip
-    _write(folder, f"{api}Request", [pa.field("group_id", pa.string()), offsets], requests)
+    fields = [pa.field("transactional_id", pa.string()), pa.field("producer_id", pa.int64())] if txn else []
+    _write(folder, f"{api}Request", [pa.field("group_id", pa.string()), *fields, offsets], requests)
     responses = [
         {**_frame(c, corr, at + 0.01, request_at=at),
          "topics": [{"name": "t", "partitions": [{"partition_index": p, "error_code": 0}]}]}
         for c, corr, p, _, at in commits
     ]  # fmt: skip
     _write(folder, f"{api}Response", [_topics("topics", [("error_code", pa.int16())])], responses)
+
+
+def _end_txn(folder: Path, ends: list[tuple[int, int, bool, float, int]]) -> None:
+    """EndTxn requests of transactional id "t1" with their responses, in a.pcap: (correlation id,
+    producer id, commit or abort, time, the response's error code) each."""
+    fields = [pa.field("transactional_id", pa.string()), pa.field("producer_id", pa.int64()),
+              pa.field("producer_epoch", pa.int16()), pa.field("committed", pa.bool_())]  # fmt: skip
+    requests = [{**_frame("a.pcap", corr, at), "transactional_id": "t1", "producer_id": pid,
+                 "producer_epoch": 0, "committed": ok} for corr, pid, ok, at, _ in ends]  # fmt: skip
+    _write(folder, "EndTxnRequest", fields, requests)
+    answers = [
+        {**_frame("a.pcap", corr, at + 0.01, request_at=at), "error_code": e} for corr, _, _, at, e in ends
+    ]
+    _write(folder, "EndTxnResponse", [pa.field("error_code", pa.int16())], answers)
 
 
 def test_lag_per_capture_file_and_only_after_the_commit(tmp_path: Path) -> None:
@@ -150,6 +168,7 @@ def test_lag_per_capture_file_and_only_after_the_commit(tmp_path: Path) -> None:
         [("a.pcap", 1, 0, 10, 1.0), ("a.pcap", 2, 1, 20, 3.0), ("a.pcap", 3, 3, 5, 1.0)],
     )
     _commit(tmp_path, "TxnOffsetCommit", [("a.pcap", 4, 2, 7, 1.0)])
+    _end_txn(tmp_path, [(5, 7, True, 1.1, 0)])  # its transaction commits
     fields = [("high_watermark", pa.int64()), ("error_code", pa.int16())]
     watermarks = [("a.pcap", 10, 2.0, {0: 15, 1: 20, 2: 9, 3: 6}), ("b.pcap", 11, 4.0, {3: 100})]
     _write(tmp_path, "FetchResponse", [_topics("responses", fields, topic="topic")],
@@ -227,3 +246,80 @@ def test_a_correlation_id_that_comes_back_pairs_each_request_with_its_own_respon
     events = rep.group_events(tmp_path).to_pylist()
     assert [(e["ts"], e["error"]) for e in events] == [
         (_ts(1.0), "NONE"), (_ts(2.0), "REBALANCE_IN_PROGRESS"), (_ts(3.0), "NONE")]  # fmt: skip
+
+
+def test_a_transactions_offsets_count_once_it_commits(tmp_path: Path) -> None:
+    """TxnOffsetCommit offsets take effect when their transaction commits (EndTxn COMMIT answered
+    NONE): one committed, one aborted, one whose EndTxn failed, one with no EndTxn after it."""
+    _commit(tmp_path, "TxnOffsetCommit", [("a.pcap", n + 1, 0, 10 * (n + 1), n + 1.0) for n in range(4)])
+    # EndTxn after each but the last: COMMIT (NONE), ABORT (NONE), COMMIT answered 48
+    # (INVALID_TXN_STATE); one of another producer id in between, which ends nothing here
+    ends = [(11, 7, True, 1.5, 0), (12, 7, False, 2.5, 0), (13, 8, True, 2.7, 0), (14, 7, True, 3.5, 48)]
+    _end_txn(tmp_path, ends)
+    (row,) = rep.committed_offsets(tmp_path).to_pylist()
+    counts = {k: row[k] for k in ("commits", "accepted", "aborted", "undecided", "fetched")}
+    assert counts == {"commits": 4, "accepted": 4, "aborted": 2, "undecided": 1, "fetched": 0}
+    assert (row["committed_offset"], row["committed_at"], row["source"]) == (10, _ts(1.0), "TxnOffsetCommit")
+
+
+def _offset_fetch(corr: int, at: float, parts: list[tuple[int, int, int]]) -> dict[str, Any]:
+    """An OffsetFetch v8+ response row of group "g", topic "t": (partition, offset, error) each."""
+    partitions = [{"partition_index": p, "committed_offset": o, "error_code": e} for p, o, e in parts]
+    group = {"group_id": "g", "error_code": 0, "topics": [{"name": "t", "partitions": partitions}]}
+    return {**_frame("a.pcap", corr, at, request_at=at - 0.01), "groups": [group]}
+
+
+def test_offsets_a_consumer_fetched_count_as_committed(tmp_path: Path) -> None:
+    """A capture that starts after the commits: the OffsetFetch answers (v8+: per group in the
+    response) give the committed offsets, and lag with a later high watermark. An answer that
+    repeats the offset held does not move when the group held it; -1 (none committed) and an
+    error give nothing."""
+    part = pa.struct([("partition_index", pa.int32()), ("committed_offset", pa.int64()),
+                      ("error_code", pa.int16())])  # fmt: skip
+    topic = pa.struct([("name", pa.string()), ("partitions", pa.list_(part))])
+    group = pa.struct([("group_id", pa.string()), ("error_code", pa.int16()), ("topics", pa.list_(topic))])
+    answers = [_offset_fetch(1, 1.0, [(0, 5, 0), (1, -1, 0), (2, 9, 16)]), _offset_fetch(2, 3.0, [(0, 5, 0)])]
+    _write(tmp_path, "OffsetFetchResponse", [pa.field("groups", pa.list_(group))], answers)
+    fields = [("high_watermark", pa.int64()), ("error_code", pa.int16())]
+    _write(tmp_path, "FetchResponse", [_topics("responses", fields, topic="topic")],
+           [{**_frame("a.pcap", 3, 2.0), "responses": [{"topic": "t", "partitions": [
+               {"partition_index": 0, "high_watermark": 8, "error_code": 0}]}]}])  # fmt: skip
+    (row,) = rep.committed_offsets(tmp_path).to_pylist()
+    got = (row["partition"], row["commits"], row["fetched"], row["committed_offset"], row["source"])
+    assert got == (0, 0, 2, 5, "OffsetFetch")
+    assert row["committed_at"] == _ts(1.0)  # the second answer repeats the first
+    (lag,) = rep.lag(tmp_path).to_pylist()
+    assert (lag["committed_offset"], lag["high_watermark"], lag["lag"]) == (5, 8, 3)
+
+
+def test_consumer_group_heartbeats_of_kip_848_are_group_events(tmp_path: Path) -> None:
+    """A member joins with epoch 0 and no id (the coordinator gives both), heartbeats, is told
+    FENCED_MEMBER_EPOCH (110), and leaves with epoch -1; one heartbeat has no response."""
+    beats = [(1, 1.0, "", 0, ("m1", 5, 0)), (2, 2.0, "m1", 5, ("m1", 5, 0)),
+             (3, 3.0, "m1", 5, ("m1", 5, 110)), (4, 4.0, "m1", -1, ("m1", -1, 0)),
+             (5, 5.0, "m1", 6, None)]  # fmt: skip
+    asked = [pa.field("group_id", pa.string()), pa.field("member_id", pa.string()),
+             pa.field("member_epoch", pa.int32())]  # fmt: skip
+    _write(tmp_path, "ConsumerGroupHeartbeatRequest", asked,
+           [{**_frame("a.pcap", corr, at), "group_id": "g", "member_id": m, "member_epoch": e}
+            for corr, at, m, e, _ in beats])  # fmt: skip
+    answered = [pa.field("error_code", pa.int16()), pa.field("member_id", pa.string()),
+                pa.field("member_epoch", pa.int32())]  # fmt: skip
+    _write(tmp_path, "ConsumerGroupHeartbeatResponse", answered,
+           [{**_frame("a.pcap", corr, at + 0.01, request_at=at), "member_id": r[0], "member_epoch": r[1],
+             "error_code": r[2]} for corr, at, _, _, r in beats if r])  # fmt: skip
+    events = rep.group_events(tmp_path).to_pylist()
+    got = [(e["api"], e["member_id"], e["generation_id"], e["error"]) for e in events]
+    assert got == [
+        ("ConsumerGroupHeartbeat", "m1", 5, "NONE"),
+        ("ConsumerGroupHeartbeat", "m1", 5, "NONE"),
+        ("ConsumerGroupHeartbeat", "m1", 5, "FENCED_MEMBER_EPOCH"),
+        ("ConsumerGroupHeartbeat", "m1", -1, "NONE"),
+        ("ConsumerGroupHeartbeat", "m1", 6, None),
+    ]
+    summary = rep.group_summary(tmp_path).to_pylist()
+    assert [(r["error"], r["requests"], r["members"]) for r in summary] == [
+        ("FENCED_MEMBER_EPOCH", 1, 1), ("NONE", 3, 1), ("NO_RESPONSE", 1, 1)]  # fmt: skip
+    pq.write_table(REJECT_SCHEMA.empty_table(), tmp_path / "rejects.parquet")
+    page = rep.build_report(tmp_path, tmp_path / "r.html").read_text()
+    assert "FENCED_MEMBER_EPOCH" in page and "ConsumerGroupHeartbeat ok" in page  # the table and the plot
