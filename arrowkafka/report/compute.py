@@ -9,8 +9,8 @@ maxima are aggregated per batch and the partial results merged, so memory follow
 of groups (connections, clients, partitions ...), not the capture. What is held whole (one row
 per item, the listed columns only): latencies (``latency``: api, version, bucket, latency),
 produced batches with a producer id (``sequences``, ``producers``), consumer-group requests
-and responses (``group_events``), the partitions of offset commits (``committed_offsets``) and
-of Fetch responses (``lag``), transactions (``transactions``).
+and responses (``group_events``), the partitions of offset commits and OffsetFetch answers
+(``committed_offsets``) and of Fetch responses (``lag``), transactions (``transactions``).
 
 Time series cut the capture into buckets of ``Timeline.width_us`` from its first frame
 (``timeline``): at most ``MAX_BUCKETS``, each a round width (1 ms, 2 ms, 5 ms, 10 ms ... 1 h).
