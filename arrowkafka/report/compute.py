@@ -1030,7 +1030,12 @@ def group_events(outdir: str | Path) -> pa.Table:
             generation = (
                 t["r_generation_id"]
                 if api == "JoinGroup"
-                else pc.coalesce(t["r_member_epoch"], t["member_epoch"])
+                # an error answer carries no epoch of its own (0 on the wire): the one asked
+                else pc.if_else(
+                    pc.fill_null(pc.equal(t["r_error_code"], 0), False),
+                    t["r_member_epoch"],
+                    t["member_epoch"],
+                )
             )
         elif api == "LeaveGroup":
             # v3+: a list of members; v0-2: one member_id
@@ -1145,6 +1150,7 @@ _COMMITS = pa.schema(
         # a TxnOffsetCommit's transaction: COMMIT, ABORT, FAILED (its EndTxn had an error), or
         # null (no EndTxn after it in the capture); null for the other sources
         ("txn", pa.string()),
+        ("txn_at", pa.timestamp("us", "UTC")),  # that EndTxn's time: when a committed one holds
     ]
 )
 
@@ -1168,6 +1174,7 @@ def _commits(outdir: str | Path) -> pa.Table:
             )
         t = req.join(resp, keys, join_type="left outer", use_threads=False)
         ts = _ts(t["_ts_first"])
+        ended = _txn_outcomes(outdir, t, ts) if txn else (pa.nulls(t.num_rows, pa.string()),) * 2
         parts.append(
             pa.table(
                 {
@@ -1179,7 +1186,8 @@ def _commits(outdir: str | Path) -> pa.Table:
                     "committed_offset": t["committed_offset"],
                     "error_code": t["error_code"],
                     "source": pa.array([api] * t.num_rows, pa.string()),
-                    "txn": _txn_outcomes(outdir, t, ts) if txn else pa.nulls(t.num_rows, pa.string()),
+                    "txn": ended[0],
+                    "txn_at": ended[1],
                 }
             ).cast(_COMMITS)
         )
@@ -1192,15 +1200,15 @@ def _txn_key(capture: pa.ChunkedArray, txn_id: pa.ChunkedArray, pid: pa.ChunkedA
     return pc.binary_join_element_wise(capture, pc.fill_null(txn_id, ""), pc.cast(pid, pa.string()), "\x00")
 
 
-def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) -> pa.Array:
+def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     """For each TxnOffsetCommit row: how the transaction ended, by the first EndTxn request of the
     same capture file, transactional id and producer id after it (COMMIT or ABORT as the producer
     asked, FAILED where the broker answered it with an error, null where the capture holds none or
-    not its response)."""
+    not its response), and that EndTxn's time."""
     ends = _pairs(outdir, "EndTxn", ["transactional_id", "producer_id", "committed"], ["error_code"])
     n = commits.num_rows
     if ends is None or not ends.num_rows or not n:
-        return pa.nulls(n, pa.string())
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.timestamp("us", "UTC"))
     asked = pc.if_else(ends["committed"], "COMMIT", "ABORT")
     outcome = pc.if_else(pc.equal(ends["r_error_code"], 0), asked, "FAILED")  # null: no response
     keys = pa.chunked_array(
@@ -1224,8 +1232,12 @@ def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) ->
     found = j < len(order)
     end_row = np.where(found, order[np.minimum(j, len(order) - 1)], n)
     found &= code[end_row] == code[:n]
-    taken = pc.take(outcome, pa.array(np.where(found, end_row - n, 0)))
-    return pc.if_else(pa.array(found), taken, pa.scalar(None, pa.string()))
+    at_end = pa.array(np.where(found, end_row - n, 0))
+    mask = pa.array(found)
+    return (
+        pc.if_else(mask, pc.take(outcome, at_end), pa.scalar(None, pa.string())),
+        pc.if_else(mask, pc.take(_ts(ends["_ts_first"]), at_end), pa.scalar(None, pa.timestamp("us", "UTC"))),
+    )
 
 
 def _fetched(outdir: str | Path) -> pa.Table:
@@ -1245,7 +1257,8 @@ def _fetched(outdir: str | Path) -> pa.Table:
             if req is not None:
                 joined = keys.join(req.select([*_LINK, "group_id"]), _LINK, join_type="left outer",
                                    use_threads=False).sort_by("_row")  # fmt: skip
-                parts.append(t.append_column("group_id", joined["group_id"]))
+                # (as _pairs: a link key that repeats, a capture read twice, repeats the row)
+                parts.append(t.take(joined["_row"]).append_column("group_id", joined["group_id"]))
     v8 = _has(outdir, "OffsetFetchResponse", "groups")  # v8+: groups, each named
     by_group = ["groups.group_id", "groups.error_code", "groups.topics.name"]
     by_group += [f"groups.topics.partitions.{f}" for f in offsets]
@@ -1286,6 +1299,7 @@ def _fetched(outdir: str | Path) -> pa.Table:
                     "error_code": t["error_code"],
                     "source": pa.array(["OffsetFetch"] * t.num_rows, pa.string()),
                     "txn": pa.nulls(t.num_rows, pa.string()),
+                    "txn_at": pa.nulls(t.num_rows, pa.timestamp("us", "UTC")),
                 }
             ).cast(_COMMITS)
         )
@@ -1335,7 +1349,9 @@ def _committed(outdir: str | Path) -> pa.Table:
     # what the group holds: accepted commits (a transaction's only once it committed) and what
     # OffsetFetch answers gave, the latest in time
     holds = pc.and_(ok, pc.or_(pc.invert(txn), pc.fill_null(pc.equal(c["txn"], "COMMIT"), False)))
-    known = pa.concat_tables([c.filter(holds), f])
+    held = c.filter(holds)  # a transaction's offsets hold from its EndTxn on
+    held = held.set_column(0, "ts", pc.coalesce(held["txn_at"], held["ts"]))
+    known = pa.concat_tables([held, f])
     last = _since(known, keys).rename_columns(
         [*keys, "committed_offset", "committed_at", "source", "capture"]
     )

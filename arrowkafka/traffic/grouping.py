@@ -68,9 +68,12 @@ def group_frames(
         name = str(capture)
         stats = CaptureStats(name=name)
         summary.capture_stats.append(stats)
-        pending: dict[tuple[Any, int], tuple[int, int, int]] = {}  # (conn, corr) -> (key, ver, ts)
-        responses: list[KafkaFrame] = []
-        for item in capture_frames(capture, broker_ports=set(broker_ports), stats=stats):
+        # (conn, corr) -> [seq, key, ver, ts, answered] per request, in capture order: a response
+        # answers the latest request before it with its connection and correlation id, and a
+        # request answers one response only, the first (as ``pairing.pair`` on the kernels' path)
+        pending: dict[tuple[Any, int], list[list[int]]] = {}
+        responses: list[tuple[int, KafkaFrame]] = []
+        for seq, item in enumerate(capture_frames(capture, broker_ports=set(broker_ports), stats=stats)):
             if isinstance(item, PartialFrame | SkippedBytes):
                 add_item_rejects(summary, rejects, name, item)
                 continue
@@ -78,7 +81,7 @@ def group_frames(
                 continue  # MissingBytes: nothing captured to keep
             summary.frames_in += 1
             if item.direction == "response":
-                responses.append(item)
+                responses.append((seq, item))
                 continue
             frame = bytes(item.data)
             try:
@@ -89,10 +92,8 @@ def group_frames(
                 reason = e.args[0] if isinstance(e, KeyError) else str(e)
                 item_reject(name, item, type(e).__name__, str(reason), frame)
                 continue
-            pending[(item.conn, header.correlation_id)] = (
-                header.api_key,
-                header.api_version,
-                item.ts_first_ns,
+            pending.setdefault((item.conn, header.correlation_id), []).append(
+                [seq, header.api_key, header.api_version, item.ts_first_ns, 0]
             )
             s = stat(spec.name.removesuffix("Request"), header.api_version)
             s["requests"] += 1
@@ -104,14 +105,15 @@ def group_frames(
                        header.tags, header.body)
             )  # fmt: skip
         add_truncation_reject(summary, rejects, name, stats)
-        for item in responses:
+        for seq, item in responses:
             frame = bytes(item.data)
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
-            match = pending.pop((item.conn, corr), None) if corr is not None else None
-            if match is None:
+            before = [r for r in pending.get((item.conn, corr), ()) if r[0] < seq] if corr is not None else []
+            if not before or before[-1][4]:
                 item_reject(name, item, "Unmatched", UNMATCHED, frame)
                 continue
-            api_key, version, request_ts = match
+            before[-1][4] = 1
+            _, api_key, version, request_ts, _ = before[-1]
             spec = specs.response(api_key)
             try:
                 rheader = parse_response(frame, specs.response_header_version(api_key, version))

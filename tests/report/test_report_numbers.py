@@ -441,7 +441,7 @@ def _group_events_sql(folder: Path) -> Rows:
         generation = {
             "JoinGroup": "r.generation_id",
             "LeaveGroup": "NULL",
-            **dict.fromkeys(epochs, "coalesce(r.member_epoch, q.member_epoch)"),
+            **dict.fromkeys(epochs, "CASE WHEN r.error_code = 0 THEN r.member_epoch ELSE q.member_epoch END"),
         }.get(api, "q.generation_id")
         parts.append(
             f"""SELECT epoch_us(q._ts_first), '{api}', q.group_id, {member}, {generation}::INTEGER, q._client,
@@ -495,14 +495,18 @@ def _commits_sql(folder: Path) -> str:
             "NULL::TIMESTAMPTZ _request_ts, NULL::VARCHAR topic, "
             "{'partition_index': NULL::INTEGER, 'error_code': NULL::SMALLINT} AS p WHERE false"
         )
-        txn = "NULL::VARCHAR"
+        txn, txn_at = "NULL::VARCHAR", "NULL::BIGINT"
         if api == "TxnOffsetCommit" and ends:
-            txn = f"""(SELECT arg_min(e.outcome, e.ts) FROM ({ends}) e WHERE e._capture = q._capture
-                       AND e.transactional_id = q.transactional_id AND e.producer_id = q.producer_id
-                       AND e.ts >= q._ts_first)"""
+            after = f"""FROM ({ends}) e WHERE e._capture = q._capture AND e.transactional_id = q.transactional_id
+                       AND e.producer_id = q.producer_id AND e.ts >= q._ts_first"""
+            txn, txn_at = (
+                f"(SELECT arg_min(e.outcome, e.ts) {after})",
+                f"(SELECT epoch_us(min(e.ts)) {after})",
+            )
         parts.append(f"""
         SELECT q._capture, q.group_id, q.topic, q.p.partition_index AS partition, q.p.committed_offset AS committed_offset,
-               epoch_us(q._ts_first) AS ts, r.p.error_code AS error_code, '{api}' AS source, {txn} AS txn
+               epoch_us(q._ts_first) AS ts, r.p.error_code AS error_code, '{api}' AS source, {txn} AS txn,
+               {txn_at} AS txn_at
         FROM (SELECT *, t.name AS topic, unnest(t.partitions) AS p
               FROM (SELECT *, unnest(topics) AS t FROM {_q(req)})) q
         LEFT JOIN ({r}) r ON {_link("q", "r")} AND q.topic = r.topic AND q.p.partition_index = r.p.partition_index""")
@@ -539,10 +543,11 @@ def _held_sql(folder: Path) -> str:
     commits = _commits_sql(folder) or (
         "SELECT NULL::VARCHAR _capture, NULL::VARCHAR group_id, NULL::VARCHAR topic, NULL::INTEGER partition, "
         "NULL::BIGINT committed_offset, NULL::BIGINT ts, NULL::SMALLINT error_code, NULL::VARCHAR source, "
-        "NULL::VARCHAR txn WHERE false"
+        "NULL::VARCHAR txn, NULL::BIGINT txn_at WHERE false"
     )
     return f"""
-        WITH k AS (SELECT _capture, group_id, topic, partition, committed_offset, ts, source, 0 AS seq
+        WITH k AS (SELECT _capture, group_id, topic, partition, committed_offset, coalesce(txn_at, ts) AS ts,
+                          source, 0 AS seq
                    FROM ({commits}) WHERE error_code = 0 AND (source = 'OffsetCommit' OR txn = 'COMMIT')
                    UNION ALL
                    SELECT _capture, group_id, topic, partition, committed_offset, ts, 'OffsetFetch', 1

@@ -256,10 +256,18 @@ def test_a_transactions_offsets_count_once_it_commits(tmp_path: Path) -> None:
     # (INVALID_TXN_STATE); one of another producer id in between, which ends nothing here
     ends = [(11, 7, True, 1.5, 0), (12, 7, False, 2.5, 0), (13, 8, True, 2.7, 0), (14, 7, True, 3.5, 48)]
     _end_txn(tmp_path, ends)
+    # a monitor's OffsetFetch mid-transaction still sees the offset from before it
+    part = pa.struct([("partition_index", pa.int32()), ("committed_offset", pa.int64()),
+                      ("error_code", pa.int16())])  # fmt: skip
+    topic = pa.struct([("name", pa.string()), ("partitions", pa.list_(part))])
+    group = pa.struct([("group_id", pa.string()), ("error_code", pa.int16()), ("topics", pa.list_(topic))])
+    _write(tmp_path, "OffsetFetchResponse", [pa.field("groups", pa.list_(group))],
+           [_offset_fetch(21, 1.2, [(0, 5, 0)])])  # fmt: skip
     (row,) = rep.committed_offsets(tmp_path).to_pylist()
     counts = {k: row[k] for k in ("commits", "accepted", "aborted", "undecided", "fetched")}
-    assert counts == {"commits": 4, "accepted": 4, "aborted": 2, "undecided": 1, "fetched": 0}
-    assert (row["committed_offset"], row["committed_at"], row["source"]) == (10, _ts(1.0), "TxnOffsetCommit")
+    assert counts == {"commits": 4, "accepted": 4, "aborted": 2, "undecided": 1, "fetched": 1}
+    # held from the EndTxn that committed it, later than the fetch
+    assert (row["committed_offset"], row["committed_at"], row["source"]) == (10, _ts(1.5), "TxnOffsetCommit")
 
 
 def _offset_fetch(corr: int, at: float, parts: list[tuple[int, int, int]]) -> dict[str, Any]:
@@ -294,9 +302,10 @@ def test_offsets_a_consumer_fetched_count_as_committed(tmp_path: Path) -> None:
 
 def test_consumer_group_heartbeats_of_kip_848_are_group_events(tmp_path: Path) -> None:
     """A member joins with epoch 0 and no id (the coordinator gives both), heartbeats, is told
-    FENCED_MEMBER_EPOCH (110), and leaves with epoch -1; one heartbeat has no response."""
+    FENCED_MEMBER_EPOCH (110: an error answer has no member id and epoch 0, so the epoch asked
+    counts), and leaves with epoch -1; one heartbeat has no response."""
     beats = [(1, 1.0, "", 0, ("m1", 5, 0)), (2, 2.0, "m1", 5, ("m1", 5, 0)),
-             (3, 3.0, "m1", 5, ("m1", 5, 110)), (4, 4.0, "m1", -1, ("m1", -1, 0)),
+             (3, 3.0, "m1", 5, (None, 0, 110)), (4, 4.0, "m1", -1, ("m1", -1, 0)),
              (5, 5.0, "m1", 6, None)]  # fmt: skip
     asked = [pa.field("group_id", pa.string()), pa.field("member_id", pa.string()),
              pa.field("member_epoch", pa.int32())]  # fmt: skip

@@ -325,3 +325,38 @@ def test_connections_of_the_kernels_as_rows() -> None:
         "127.0.0.1:50000",
         "[0001:0203:0405:0607:0809:0a0b:0c0d:0e0f]:1",
     ]
+
+
+def _again(pk: list[Packet], shift_ns: int, move: int) -> list[Packet]:
+    """The packets once more, later by ``shift_ns``, on the same ports, every TCP sequence and
+    acknowledgement number moved by ``move``: the connections open and close again (ports
+    reused), their correlation ids starting over."""
+    out = []
+    for p in pk:
+        d = bytearray(p.data)
+        if len(d) >= 34 and d[12:14] == b"\x08\x00" and d[23] == 6:  # Ethernet, IPv4, TCP
+            tcp = 14 + (d[14] & 15) * 4
+            for at in (tcp + 4, tcp + 8):
+                d[at : at + 4] = ((int.from_bytes(d[at : at + 4], "big") + move) % 2**32).to_bytes(4, "big")
+        out.append(p._replace(ts_ns=p.ts_ns + shift_ns, data=bytes(d)))
+    return out
+
+
+def test_correlation_ids_that_come_back_on_reused_ports_pair_alike(
+    packets: dict, tmp_path: Path, shared: Path
+) -> None:
+    """The Python steps pair a response with the latest request before it (as the kernels do),
+    not with the last request of the capture with its connection and correlation id."""
+    pk = packets["tansu_confluent.pcap"]
+    span = pk[-1].ts_ns - pk[0].ts_ns + 1
+    path = tmp_path / "twice.pcap"
+    path.write_bytes(write_pcap(pk + _again(pk, span, 0x9E3779B1)))
+    want, want_rejects, _ = _old_table(path)
+    got, got_rejects = frames_table([path], ak.load_specs())
+    assert got.to_pylist() == want.to_pylist()
+    assert got_rejects.to_pylist() == want_rejects.to_pylist()
+    once, once_rejects, _ = _old_table(shared / "captures" / "tansu_confluent.pcap")
+    responses = [r for r in want.to_pylist() if r["_direction"] == "response"]
+    assert len(responses) == 2 * sum(r["_direction"] == "response" for r in once.to_pylist())
+    assert all(r["_latency_ns"] >= 0 for r in responses)
+    assert want_rejects.num_rows == 2 * once_rejects.num_rows  # (its one torn frame, twice)
