@@ -97,27 +97,40 @@ EPOCH_APIS = GROUP_APIS[4:]
 
 
 def not_decode_output(outdir: str | Path) -> str | None:
-    """Why ``outdir`` is not a folder ``arrowkafka decode`` wrote (None if it is one)."""
+    """Why ``outdir`` is not a folder ``arrowkafka decode`` (or ``arrowkafka.spark``'s
+    ``decode_captures``) wrote (None if it is one)."""
     out = Path(outdir)
     if not out.exists():
         return f"{out}: no such folder"
     if not out.is_dir():
         return f"{out}: not a folder"
-    if not (out / "rejects.parquet").is_file() or not message_tables(out):
+    if not (out / "rejects.parquet").exists() or not message_tables(out):
         return f"{out}: not a folder `arrowkafka decode` wrote (no rejects.parquet and message tables)"
     return None
 
 
+def _parts(p: Path) -> list[Path]:
+    """A table's Parquet files: the file itself, or the part files of the folder a Spark job
+    writes a table as (``part-*.parquet``; ``_SUCCESS`` and hidden files are not parts)."""
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        return []
+    return sorted(f for f in p.glob("*.parquet") if f.is_file() and not f.name.startswith(("_", ".")))
+
+
 def message_tables(outdir: str | Path) -> dict[str, Path]:
-    """The message tables in the folder: message name -> file."""
-    return {
-        p.stem: p for p in sorted(Path(outdir).glob("*.parquet")) if _MESSAGE.match(p.stem) and p.is_file()
-    }
+    """The message tables in the folder (files, or Spark's folders of parts): message name -> path."""
+    return {p.stem: p for p in sorted(Path(outdir).glob("*.parquet")) if _MESSAGE.match(p.stem) and _parts(p)}
 
 
 def _path(outdir: str | Path, table: str) -> Path | None:
     p = Path(outdir) / f"{table}.parquet"
-    return p if p.is_file() else None
+    return p if _parts(p) else None
+
+
+def _schema(p: Path) -> pa.Schema:
+    return pq.read_schema(_parts(p)[0])
 
 
 def _leaves(f: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
@@ -145,18 +158,19 @@ def _batches(outdir: str | Path, table: str, columns: Sequence[str]) -> Iterator
         return
     # one row group read at a time, on this thread: a dataset scanner's read-ahead and threads
     # cost ~100 MB more at the peak, for tables this narrow
-    with pq.ParquetFile(p) as f:
-        leaves = _leaves(f, columns)
-        for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=leaves, use_threads=False):
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+    for part in _parts(p):
+        with pq.ParquetFile(part) as f:
+            leaves = _leaves(f, columns)
+            for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=leaves, use_threads=False):
+                if batch.num_rows:
+                    yield pa.Table.from_batches([batch])
 
 
 def _read(outdir: str | Path, table: str, columns: Sequence[str]) -> pa.Table | None:
     p = _path(outdir, table)
     if p is None:
         return None
-    return pq.read_table(p, columns=list(columns), use_threads=False)
+    return pa.concat_tables(pq.read_table(f, columns=list(columns), use_threads=False) for f in _parts(p))
 
 
 def _us(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -235,10 +249,11 @@ def _width(span_us: int) -> int:
 
 
 def _state(outdir: str | Path) -> tuple[tuple[str, int, int], ...]:
-    """What the folder's tables are now (path, mtime, size of each): a cache key."""
+    """What the folder's tables are now (path, mtime, size of each file): a cache key."""
     return tuple(
-        (str(p.resolve()), p.stat().st_mtime_ns, p.stat().st_size)
+        (str(f.resolve()), f.stat().st_mtime_ns, f.stat().st_size)
         for p in sorted(Path(outdir).glob("*.parquet"))
+        for f in _parts(p)
     )
 
 
@@ -276,7 +291,7 @@ def _api(message: str) -> str:
 
 def _has(outdir: str | Path, table: str, column: str) -> bool:
     p = _path(outdir, table)
-    return p is not None and column in pq.read_schema(p).names
+    return p is not None and column in _schema(p).names
 
 
 def apis(outdir: str | Path) -> pa.Table:
@@ -831,7 +846,7 @@ def _error_columns(outdir: str | Path, message: str) -> list[str]:
     p = _path(outdir, message)
     if p is None:
         return []
-    return [path.replace("[]", "") for path in error_fields(pq.read_schema(p))]  # paths to their leaves
+    return [path.replace("[]", "") for path in error_fields(_schema(p))]  # paths to their leaves
 
 
 def _error_parts(outdir: str | Path, tl: Timeline) -> Iterator[pa.Table]:
@@ -920,23 +935,59 @@ def errors_over_time(outdir: str | Path) -> pa.Table:
 # A response to its request: the connection, the correlation id and the request's first segment
 # time (a request's ``_ts_first``, its response's ``_request_ts``). The time keeps the join one to
 # one where a connection's correlation ids come back (ports reused, a client restarted): on
-# those ids alone a long capture's join grew with the square of the repeats.
-_LINK = ["_capture", "_client", "_broker", "_correlation_id", "_link_ts"]
+# those ids alone a long capture's join grew with the square of the repeats. The connection is
+# one number (``_conn``), not its capture file, client and broker as text: commits and group
+# requests are held a row each, and those strings were most of their bytes.
+_LINK = ["_conn", "_correlation_id", "_link_ts"]
+_CAPTURES: dict[int, str] = {}  # a capture file's ``_cap`` number -> its name
+
+
+def _ids(texts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A number per value, the same in every table read in this process: Python's hash of the
+    text (worked out once per distinct value of the batch)."""
+    enc = pc.dictionary_encode(texts)
+    enc = enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc
+    ids = np.array([hash(v) for v in enc.dictionary.to_pylist()], np.int64)
+    return ids[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _cap(captures: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The capture files as numbers (``_cap``); their names are kept in ``_CAPTURES``."""
+    for name in pc.unique(captures).to_pylist():
+        _CAPTURES[hash(name)] = name
+    return pa.array(_ids(captures))
+
+
+def _compact(part: pa.Table, ts: str, keep: list[str]) -> pa.Table:
+    """A batch of a request or response table as ``keep`` and the link: ``_conn`` (its
+    connection), ``_link_ts`` (its request's time) and, if asked, ``_cap`` (its capture file)."""
+    conn = _ids(pc.binary_join_element_wise(part["_capture"], part["_client"], part["_broker"], "\x00"))
+    out = {c: part[c] for c in keep if c not in ("_conn", "_cap", "_link_ts")}
+    if "_cap" in keep:
+        out["_cap"] = _cap(part["_capture"])
+    return pa.table(
+        {**out, "_conn": pa.array(conn), "_link_ts": pc.cast(part[ts], pa.timestamp("ns", "UTC"))}
+    )
 
 
 def _linked(
     outdir: str | Path, message: str, columns: Sequence[str], partitions: list[str] | None = None
 ) -> pa.Table | None:
-    """The ``columns`` of a request or response table (``_link_ts`` among them): its rows, or with
-    ``partitions`` one row per partition with those fields (``_partitions``)."""
+    """The ``columns`` of a request or response table with its link (``_compact``): its rows, or
+    with ``partitions`` one row per partition with those fields (``_partitions``). None if the
+    table is missing or empty."""
     ts = "_ts_first" if message.endswith("Request") else "_request_ts"
-    cols = [c for c in columns if c != "_link_ts"]
-    read = cols if ts in cols else [*cols, ts]
-    t = _read(outdir, message, read) if partitions is None else _partitions(outdir, message, read, partitions)
-    if t is None:
-        return None
-    t = t.append_column("_link_ts", pc.cast(t[ts], pa.timestamp("ns", "UTC")))
-    return t if ts in cols else t.drop_columns([ts])
+    keep = list(columns)
+    made = ("_conn", "_cap", "_link_ts")  # (made by _compact, not read)
+    read = [c for c in dict.fromkeys(["_capture", "_client", "_broker", ts, *keep]) if c not in made]
+
+    def prepare(part: pa.Table) -> pa.Table:
+        return _compact(part, ts, keep)
+
+    if partitions is not None:
+        return _partitions(outdir, message, read, partitions, prepare)
+    parts = [prepare(part) for part in _batches(outdir, message, read)]
+    return pa.concat_tables(parts) if parts else None
 
 
 # the type of each response column ``_pairs`` reads, for a capture without the response table
@@ -955,7 +1006,11 @@ def _pairs(
 ) -> pa.Table | None:
     """Requests of ``api`` joined with their responses (left: a request with no response in the
     capture keeps its row, response columns null). Response columns are prefixed ``r_``."""
-    req = _linked(outdir, f"{api}Request", [*_LINK, "_client_id", "_ts_first", "_version", *request_cols])
+    req = _linked(
+        outdir,
+        f"{api}Request",
+        [*_LINK, "_cap", "_client", "_client_id", "_ts_first", "_version", *request_cols],
+    )
     if req is None:
         return None
     resp = _linked(outdir, f"{api}Response", [*_LINK, "_latency_ns", *response_cols])
@@ -1118,10 +1173,17 @@ def member_lanes(
     return [(g, m) for g, m in split], counts.num_rows, dots
 
 
-def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[str]) -> pa.Table | None:
+def _partitions(
+    outdir: str | Path,
+    message: str,
+    cols: list[str],
+    fields: list[str],
+    prepare: Callable[[pa.Table], pa.Table] | None = None,
+) -> pa.Table | None:
     """One row per ``topics[].partitions[]`` element of every row of ``message``: the row's
-    ``cols``, the topic's name as ``topic``, and the partition's ``fields`` (Arrow all the way:
-    no Python object per partition)."""
+    ``cols`` (or the columns ``prepare`` makes of them, a record batch at a time), the topic's
+    name as ``topic``, and the partition's ``fields`` (Arrow all the way: no Python object per
+    partition)."""
     parts = []
     for part in _batches(
         outdir, message, [*cols, "topics.name", *(f"topics.partitions.{f}" for f in fields)]
@@ -1129,7 +1191,8 @@ def _partitions(outdir: str | Path, message: str, cols: list[str], fields: list[
         rows, topics = _unnest(part["topics"].combine_chunks())
         rows2, partitions = _unnest(topics["partitions"])
         at = pa.array(rows[rows2])
-        table = {c: pc.take(part[c], at) for c in cols}
+        base = prepare(part.select(cols)) if prepare else part.select(cols)
+        table = {c: pc.take(base[c], at) for c in base.column_names}
         table["topic"] = pc.take(topics["name"], pa.array(rows2))
         table.update({f: partitions[f] for f in fields})
         parts.append(pa.table(table))
@@ -1140,7 +1203,7 @@ COMMIT_APIS = ("OffsetCommit", "TxnOffsetCommit")
 _COMMITS = pa.schema(
     [
         ("ts", pa.timestamp("us", "UTC")),
-        ("capture", pa.string()),
+        ("capture_id", pa.int64()),  # the capture file (``_cap``)
         ("group_id", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
@@ -1163,7 +1226,7 @@ def _commits(outdir: str | Path) -> pa.Table:
     parts = []
     for api in COMMIT_APIS:
         txn = ["transactional_id", "producer_id"] if api == "TxnOffsetCommit" else []
-        req = _linked(outdir, f"{api}Request", [*_LINK, "_ts_first", "group_id", *txn],
+        req = _linked(outdir, f"{api}Request", [*_LINK, "_cap", "_ts_first", "group_id", *txn],
                       ["partition_index", "committed_offset"])  # fmt: skip
         if req is None or not req.num_rows:
             continue
@@ -1179,7 +1242,7 @@ def _commits(outdir: str | Path) -> pa.Table:
             pa.table(
                 {
                     "ts": ts,
-                    "capture": t["_capture"],
+                    "capture_id": t["_cap"],
                     "group_id": t["group_id"],
                     "topic": t["topic"],
                     "partition": t["partition_index"],
@@ -1197,7 +1260,9 @@ def _commits(outdir: str | Path) -> pa.Table:
 
 
 def _txn_key(capture: pa.ChunkedArray, txn_id: pa.ChunkedArray, pid: pa.ChunkedArray) -> pa.ChunkedArray:
-    return pc.binary_join_element_wise(capture, pc.fill_null(txn_id, ""), pc.cast(pid, pa.string()), "\x00")
+    return pc.binary_join_element_wise(
+        pc.cast(capture, pa.string()), pc.fill_null(txn_id, ""), pc.cast(pid, pa.string()), "\x00"
+    )
 
 
 def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
@@ -1213,8 +1278,8 @@ def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) ->
     outcome = pc.if_else(pc.equal(ends["r_error_code"], 0), asked, "FAILED")  # null: no response
     keys = pa.chunked_array(
         [
-            *_txn_key(commits["_capture"], commits["transactional_id"], commits["producer_id"]).chunks,
-            *_txn_key(ends["_capture"], ends["transactional_id"], ends["producer_id"]).chunks,
+            *_txn_key(commits["_cap"], commits["transactional_id"], commits["producer_id"]).chunks,
+            *_txn_key(ends["_cap"], ends["transactional_id"], ends["producer_id"]).chunks,
         ],
         pa.string(),
     )
@@ -1249,7 +1314,7 @@ def _fetched(outdir: str | Path) -> pa.Table:
     offsets = ["partition_index", "committed_offset", "error_code"]
     if _has(outdir, "OffsetFetchResponse", "topics"):  # v0-7: one group, named in the request
         # (a group-level error, v2-7, comes with no partitions: the partitions' errors suffice)
-        t = _linked(outdir, "OffsetFetchResponse", [*_LINK, "_ts_first"], offsets)
+        t = _linked(outdir, "OffsetFetchResponse", [*_LINK, "_cap", "_ts_first"], offsets)
         if t is not None and t.num_rows:
             t = t.append_column("group_error", pa.nulls(t.num_rows, pa.int16()))
             req = _linked(outdir, "OffsetFetchRequest", [*_LINK, "group_id"])
@@ -1270,7 +1335,7 @@ def _fetched(outdir: str | Path) -> pa.Table:
         parts.append(
             pa.table(
                 {
-                    "_capture": pc.take(part["_capture"], pa.array(rows[g])),
+                    "_cap": pc.take(_cap(part["_capture"]), pa.array(rows[g])),
                     "_ts_first": pc.take(part["_ts_first"], pa.array(rows[g])),
                     "group_error": pc.take(groups["error_code"], pa.array(g)),
                     "topic": pc.take(topics["name"], pa.array(rows3)),
@@ -1291,7 +1356,7 @@ def _fetched(outdir: str | Path) -> pa.Table:
             pa.table(
                 {
                     "ts": _ts(t["_ts_first"]),
-                    "capture": t["_capture"],
+                    "capture_id": t["_cap"],
                     "group_id": t["group_id"],
                     "topic": t["topic"],
                     "partition": t["partition_index"],
@@ -1355,6 +1420,8 @@ def _committed(outdir: str | Path) -> pa.Table:
     last = _since(known, keys).rename_columns(
         [*keys, "committed_offset", "committed_at", "source", "capture"]
     )
+    names = [_CAPTURES[i] for i in last["capture"].to_pylist()]  # (one per partition: few)
+    last = last.set_column(last.num_columns - 1, "capture", pa.array(names, pa.string()))
     out = totals.join(last, keys, join_type="left outer", use_threads=False)
     cols = [
         *keys,
@@ -1376,7 +1443,7 @@ def _since(known: pa.Table, keys: list[str]) -> pa.Table:
     ``capture`` of the first row of its last run of equal offsets: since when the capture shows
     the group holding that offset (an OffsetFetch answer repeating a commit does not move it)."""
     if not known.num_rows:
-        return known.select([*keys, "committed_offset", "ts", "source", "capture"])
+        return known.select([*keys, "committed_offset", "ts", "source", "capture_id"])
     code = (
         pc.dictionary_encode(
             pc.binary_join_element_wise(*(pc.cast(known[k], pa.string()) for k in keys), "\x00")
@@ -1393,7 +1460,9 @@ def _since(known: pa.Table, keys: list[str]) -> pa.Table:
     last[:-1] = code[1:] != code[:-1]
     run = np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))  # each row's run start
     first_of_last = order[run[last]]
-    return known.take(pa.array(first_of_last)).select([*keys, "committed_offset", "ts", "source", "capture"])
+    return known.take(pa.array(first_of_last)).select(
+        [*keys, "committed_offset", "ts", "source", "capture_id"]
+    )
 
 
 def committed_offsets(outdir: str | Path) -> pa.Table:

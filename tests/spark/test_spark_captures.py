@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
+import arrowkafka.report as rep
+from arrowkafka.cli import main
 from arrowkafka.spark import decode_captures, spark_arrow_type
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
@@ -88,6 +90,14 @@ def test_captures_equal_the_cli(spark: Any, tmp_path: Path) -> None:
     # Fetch v16 names its topics by id only: their names come from Metadata responses
     fetched = pq.read_table(tmp_path / "spark" / "records.parquet").filter(pc.field("_version") == 16)
     assert fetched.num_rows and fetched.column("topic").null_count == 0
+    # the capture report reads Spark's folders of parts as it reads the CLI's files: every table
+    # of every section the same, and the command writes the page
+    for section, tables in rep.SECTIONS.items():
+        for table in tables:
+            got, want = table(tmp_path / "spark"), table(tmp_path / "cli")
+            assert got.num_rows == want.num_rows and got.to_pylist() == want.to_pylist(), (section, table)
+    assert main(["report", str(tmp_path / "spark")]) == 0
+    assert "Committed offsets" in (tmp_path / "spark" / "report.html").read_text()
 
 
 def test_records_chunk_by_chunk_with_a_rejected_batch(
