@@ -65,6 +65,7 @@ __all__ = [
     "PartialFrame",
     "SkippedBytes",
     "capture_frames",
+    "capture_items",
     "iter_frames",
     "peek_request",
     "peek_response",
@@ -1004,6 +1005,28 @@ def capture_frames(
     KafkaFrame, PartialFrame, SkippedBytes or MissingBytes
         Per direction in stream order; directions interleave in capture order.
     """
+    for _, item in capture_items(
+        source,
+        broker_ports=broker_ports,
+        window_ns=window_ns,
+        max_frame_size=max_frame_size,
+        strict=strict,
+        stats=stats,
+    ):
+        yield item
+
+
+def capture_items(
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    broker_ports: Collection[int] = DEFAULT_BROKER_PORTS,
+    window_ns: int | None = 30_000_000_000,
+    max_frame_size: int = MAX_FRAME_SIZE,
+    strict: bool = False,
+    stats: CaptureStats | None = None,
+) -> Iterator[tuple[int, FrameItem]]:
+    """``capture_frames``' items, each with the number of the packet that made it ready (the
+    end of the capture: one past the last packet): the order the kernels' path pairs by."""
     st = stats if stats is not None else CaptureStats()
     reader = CaptureReader(source, strict=strict)
     reasm = TcpReassembler(window_ns=window_ns)
@@ -1012,16 +1035,18 @@ def capture_frames(
     framer.stats = st.frames
     link = st.link
     add, feed = reasm.add, framer.feed
+    n = 0
     try:
-        for pkt in reader:
+        for n, pkt in enumerate(reader):
             seg = parse_packet(pkt, link)
             if seg is None:
                 continue
             for ev in add(seg):
-                yield from feed(ev)
+                yield from ((n, item) for item in feed(ev))
+        n += 1
         for ev in reasm.finish():
-            yield from feed(ev)
-        yield from framer.finish()
+            yield from ((n, item) for item in feed(ev))
+        yield from ((n, item) for item in framer.finish())
     finally:
         reader.close()
         st.reader_result(reader)

@@ -16,7 +16,7 @@ from arrowkafka.api import SpecSet
 from arrowkafka.errors import DecodeError
 from arrowkafka.schema import unknown_tags_type
 from arrowkafka.traffic.columns import addr, ends_of
-from arrowkafka.traffic.frames import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_frames
+from arrowkafka.traffic.frames import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_items
 from arrowkafka.traffic.headers import parse_request, parse_response
 from arrowkafka.traffic.summary import UNMATCHED, Summary, add_item_rejects, add_reject, add_truncation_reject
 
@@ -68,12 +68,13 @@ def group_frames(
         name = str(capture)
         stats = CaptureStats(name=name)
         summary.capture_stats.append(stats)
-        # (conn, corr) -> [seq, key, ver, ts, answered] per request, in capture order: a response
-        # answers the latest request before it with its connection and correlation id, and a
-        # request answers one response only, the first (as ``pairing.pair`` on the kernels' path)
+        # (conn, corr) -> [order, key, ver, ts, answered] per request, in capture order: a response
+        # answers the latest request made ready by its packet or before with its connection and
+        # correlation id, and a request answers one response only, the first (as ``pairing.pair``
+        # on the kernels' path; the order is the number of the packet that made the frame ready)
         pending: dict[tuple[Any, int], list[list[int]]] = {}
         responses: list[tuple[int, KafkaFrame]] = []
-        for seq, item in enumerate(capture_frames(capture, broker_ports=set(broker_ports), stats=stats)):
+        for seq, item in capture_items(capture, broker_ports=set(broker_ports), stats=stats):
             if isinstance(item, PartialFrame | SkippedBytes):
                 add_item_rejects(summary, rejects, name, item)
                 continue
@@ -108,7 +109,9 @@ def group_frames(
         for seq, item in responses:
             frame = bytes(item.data)
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
-            before = [r for r in pending.get((item.conn, corr), ()) if r[0] < seq] if corr is not None else []
+            before = (
+                [r for r in pending.get((item.conn, corr), ()) if r[0] <= seq] if corr is not None else []
+            )
             if not before or before[-1][4]:
                 item_reject(name, item, "Unmatched", UNMATCHED, frame)
                 continue
