@@ -4,6 +4,7 @@ kernel path (``chunks`` -> ``pairing``) is tested against, frame for frame."""
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -109,14 +110,13 @@ def group_frames(
         for seq, item in responses:
             frame = bytes(item.data)
             corr = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
-            before = (
-                [r for r in pending.get((item.conn, corr), ()) if r[0] <= seq] if corr is not None else []
-            )
-            if not before or before[-1][4]:
+            asked = pending.get((item.conn, corr), []) if corr is not None else []
+            at = bisect.bisect_right(asked, seq, key=lambda r: r[0]) - 1  # the latest at or before it
+            if at < 0 or asked[at][4]:
                 item_reject(name, item, "Unmatched", UNMATCHED, frame)
                 continue
-            before[-1][4] = 1
-            _, api_key, version, request_ts, _ = before[-1]
+            asked[at][4] = 1
+            _, api_key, version, request_ts, _ = asked[at]
             spec = specs.response(api_key)
             try:
                 rheader = parse_response(frame, specs.response_header_version(api_key, version))
