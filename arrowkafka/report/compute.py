@@ -1126,10 +1126,11 @@ def group_events(outdir: str | Path) -> pa.Table:
     )
 
 
-def group_summary(outdir: str | Path) -> pa.Table:
+def group_summary(outdir: str | Path, events: pa.Table | None = None) -> pa.Table:
     """Per group, API and outcome (error name; ``NO_RESPONSE`` where the capture has none): how
-    many requests, and how many distinct members."""
-    ev = group_events(outdir)
+    many requests, and how many distinct members (of ``events``, ``group_events`` of ``outdir``
+    if not given: the report has them at hand)."""
+    ev = group_events(outdir) if events is None else events
     ev = ev.set_column(ev.schema.get_field_index("error"), "error", pc.fill_null(ev["error"], "NO_RESPONSE"))
     g = _group(
         ev,
@@ -1505,17 +1506,25 @@ def _high_watermarks(outdir: str | Path) -> dict[tuple[str, str, int], tuple[int
         keep = pc.and_(
             pc.and_(pc.equal(t["error_code"], 0), pc.greater_equal(t["hw"], 0)), pc.is_valid(t["topic"])
         )
-        parts.append(t.filter(keep))
+        parts.append(_last_watermarks([t.filter(keep)]))
+        if len(parts) >= 8:  # merged as we go: memory follows the partitions, not the responses
+            parts = [_last_watermarks(parts)]
     if not parts:
         return {}
-    t = pa.concat_tables(parts).sort_by([("ts", "ascending")])  # stable: the later of a tie wins
-    g = _group(t, ["capture", "topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
+    g = _last_watermarks(parts)
     return {
         (capture, topic, part): (hw, ts)
         for capture, topic, part, hw, ts in zip(
             *(g[c].to_pylist() for c in ("capture", "topic", "partition", "hw", "ts")), strict=True
         )
     }
+
+
+def _last_watermarks(parts: list[pa.Table]) -> pa.Table:
+    """Per capture file, topic and partition of ``parts`` (in capture order), the high watermark
+    of the latest response, and its time: of a tie, the later row (a stable sort)."""
+    t = pa.concat_tables(parts).sort_by([("ts", "ascending")])
+    return _group(t, ["capture", "topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
 
 
 LAG_UNKNOWN = "high watermark older than the commit"

@@ -543,7 +543,7 @@ def render_html(outdir: str | Path) -> str:
                 "<h3>Membership requests per group and outcome</h3>",
                 _table(
                     "group_summary",
-                    compute.group_summary(outdir),
+                    compute.group_summary(outdir, events),
                     _NO_MEMBERS,
                 ),
                 "<h3>Members joining and leaving</h3>",
