@@ -951,6 +951,12 @@ def _ids(texts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return ids[enc.indices.to_numpy(zero_copy_only=False)]
 
 
+def _codes(texts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A small number per distinct value (its index in the values met), for numpy to sort by."""
+    enc = pc.dictionary_encode(texts)
+    return (enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc).indices.to_numpy()
+
+
 def _cap(captures: pa.ChunkedArray | pa.Array) -> pa.Array:
     """The capture files as numbers (``_cap``); their names are kept in ``_CAPTURES``."""
     for name in pc.unique(captures).to_pylist():
@@ -1284,7 +1290,7 @@ def _txn_outcomes(outdir: str | Path, commits: pa.Table, ts: pa.ChunkedArray) ->
         ],
         pa.string(),
     )
-    code = pc.dictionary_encode(keys).combine_chunks().indices.to_numpy()
+    code = _codes(keys)
     at = np.concatenate([_us(ts), _us(ends["_ts_first"])])
     is_end = np.arange(len(at)) >= n
     order = np.lexsort((is_end, at, code))  # per key in time; an EndTxn after a commit at the same time
@@ -1373,7 +1379,13 @@ def _fetched(outdir: str | Path) -> pa.Table:
 
 
 def _committed(outdir: str | Path) -> pa.Table:
-    """``committed_offsets``, with the capture file of the latest committed offset."""
+    """``committed_offsets``, with the capture file of the latest committed offset. Kept for the
+    last two folders while their tables are unchanged (``committed_offsets`` and ``lag`` use it)."""
+    return _committed_now(_state(outdir), str(outdir))
+
+
+@functools.lru_cache(maxsize=2)
+def _committed_now(key: tuple[tuple[str, int, int], ...], outdir: str) -> pa.Table:
     c = _commits(outdir)
     f = _fetched(outdir)
     keys = ["group_id", "topic", "partition"]
@@ -1445,13 +1457,7 @@ def _since(known: pa.Table, keys: list[str]) -> pa.Table:
     the group holding that offset (an OffsetFetch answer repeating a commit does not move it)."""
     if not known.num_rows:
         return known.select([*keys, "committed_offset", "ts", "source", "capture_id"])
-    code = (
-        pc.dictionary_encode(
-            pc.binary_join_element_wise(*(pc.cast(known[k], pa.string()) for k in keys), "\x00")
-        )
-        .combine_chunks()
-        .indices.to_numpy()
-    )
+    code = _codes(pc.binary_join_element_wise(*(pc.cast(known[k], pa.string()) for k in keys), "\x00"))
     ts = _us(known["ts"])
     order = np.lexsort((np.arange(len(ts)), ts, code))  # per key in time; ties keep their order
     code, off = code[order], known["committed_offset"].to_numpy()[order]

@@ -257,12 +257,7 @@ def test_a_transactions_offsets_count_once_it_commits(tmp_path: Path) -> None:
     ends = [(11, 7, True, 1.5, 0), (12, 7, False, 2.5, 0), (13, 8, True, 2.7, 0), (14, 7, True, 3.5, 48)]
     _end_txn(tmp_path, ends)
     # a monitor's OffsetFetch mid-transaction still sees the offset from before it
-    part = pa.struct([("partition_index", pa.int32()), ("committed_offset", pa.int64()),
-                      ("error_code", pa.int16())])  # fmt: skip
-    topic = pa.struct([("name", pa.string()), ("partitions", pa.list_(part))])
-    group = pa.struct([("group_id", pa.string()), ("error_code", pa.int16()), ("topics", pa.list_(topic))])
-    _write(tmp_path, "OffsetFetchResponse", [pa.field("groups", pa.list_(group))],
-           [_offset_fetch(21, 1.2, [(0, 5, 0)])])  # fmt: skip
+    _offset_fetches(tmp_path, [(21, 1.2, [(0, 5, 0)])])
     (row,) = rep.committed_offsets(tmp_path).to_pylist()
     counts = {k: row[k] for k in ("commits", "accepted", "aborted", "undecided", "fetched")}
     assert counts == {"commits": 4, "accepted": 4, "aborted": 2, "undecided": 1, "fetched": 1}
@@ -270,11 +265,19 @@ def test_a_transactions_offsets_count_once_it_commits(tmp_path: Path) -> None:
     assert (row["committed_offset"], row["committed_at"], row["source"]) == (10, _ts(1.5), "TxnOffsetCommit")
 
 
-def _offset_fetch(corr: int, at: float, parts: list[tuple[int, int, int]]) -> dict[str, Any]:
-    """An OffsetFetch v8+ response row of group "g", topic "t": (partition, offset, error) each."""
-    partitions = [{"partition_index": p, "committed_offset": o, "error_code": e} for p, o, e in parts]
-    group = {"group_id": "g", "error_code": 0, "topics": [{"name": "t", "partitions": partitions}]}
-    return {**_frame("a.pcap", corr, at, request_at=at - 0.01), "groups": [group]}
+def _offset_fetches(folder: Path, answers: list[tuple[int, float, list[tuple[int, int, int]]]]) -> None:
+    """OffsetFetch v8+ responses of group "g", topic "t", in a.pcap: (correlation id, time,
+    [(partition, offset, error) ...]) each."""
+    part = pa.struct([("partition_index", pa.int32()), ("committed_offset", pa.int64()),
+                      ("error_code", pa.int16())])  # fmt: skip
+    topic = pa.struct([("name", pa.string()), ("partitions", pa.list_(part))])
+    group = pa.struct([("group_id", pa.string()), ("error_code", pa.int16()), ("topics", pa.list_(topic))])
+    rows = []
+    for corr, at, parts in answers:
+        partitions = [{"partition_index": p, "committed_offset": o, "error_code": e} for p, o, e in parts]
+        groups = [{"group_id": "g", "error_code": 0, "topics": [{"name": "t", "partitions": partitions}]}]
+        rows.append({**_frame("a.pcap", corr, at, request_at=at - 0.01), "groups": groups})
+    _write(folder, "OffsetFetchResponse", [pa.field("groups", pa.list_(group))], rows)
 
 
 def test_offsets_a_consumer_fetched_count_as_committed(tmp_path: Path) -> None:
@@ -282,12 +285,7 @@ def test_offsets_a_consumer_fetched_count_as_committed(tmp_path: Path) -> None:
     response) give the committed offsets, and lag with a later high watermark. An answer that
     repeats the offset held does not move when the group held it; -1 (none committed) and an
     error give nothing."""
-    part = pa.struct([("partition_index", pa.int32()), ("committed_offset", pa.int64()),
-                      ("error_code", pa.int16())])  # fmt: skip
-    topic = pa.struct([("name", pa.string()), ("partitions", pa.list_(part))])
-    group = pa.struct([("group_id", pa.string()), ("error_code", pa.int16()), ("topics", pa.list_(topic))])
-    answers = [_offset_fetch(1, 1.0, [(0, 5, 0), (1, -1, 0), (2, 9, 16)]), _offset_fetch(2, 3.0, [(0, 5, 0)])]
-    _write(tmp_path, "OffsetFetchResponse", [pa.field("groups", pa.list_(group))], answers)
+    _offset_fetches(tmp_path, [(1, 1.0, [(0, 5, 0), (1, -1, 0), (2, 9, 16)]), (2, 3.0, [(0, 5, 0)])])
     fields = [("high_watermark", pa.int64()), ("error_code", pa.int16())]
     _write(tmp_path, "FetchResponse", [_topics("responses", fields, topic="topic")],
            [{**_frame("a.pcap", 3, 2.0), "responses": [{"topic": "t", "partitions": [
