@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.report import compute
+from arrowkafka.report import clients, compute, latencies, membership, offsets, producing
 from arrowkafka.report.errors import KAFKA_REVISION
 
 __all__ = ["ReportError", "build_report", "render_html"]
@@ -127,6 +127,8 @@ def _value(v: Any) -> str:
 def _table(name: str, table: pa.Table, empty: str, columns: Sequence[str] | None = None) -> str:
     if table.num_rows == 0:
         return f'<p class="empty" data-table="{name}">{html.escape(empty)}</p>'
+    # a list asked for with a limit says how long it is whole
+    total = int((table.schema.metadata or {}).get(b"total_rows", table.num_rows))
     cols = list(columns or table.column_names)
     shown = table.slice(0, MAX_ROWS).select(cols).to_pylist()
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
@@ -141,13 +143,13 @@ def _table(name: str, table: pa.Table, empty: str, columns: Sequence[str] | None
             cells.append(f"<td{attr}{' class=num' if num else ''}>{html.escape(_fmt(v, c))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = ""
-    if table.num_rows > MAX_ROWS:
+    if total > MAX_ROWS:
         more = (
-            f'<p class="more">{table.num_rows - MAX_ROWS:,} more rows: '
+            f'<p class="more">{total - MAX_ROWS:,} more rows: '
             f"<code>arrowkafka.report.{name}(OUTDIR)</code> gives them all.</p>"
         )
     return (
-        f'<div class="scroll"><table data-table="{name}" data-rows="{table.num_rows}"><thead><tr>{head}'
+        f'<div class="scroll"><table data-table="{name}" data-rows="{total}"><thead><tr>{head}'
         f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
@@ -317,8 +319,8 @@ _NO_MEMBERS = (
 )
 
 
-def _group_plot(events: pa.Table, start_us: int, seconds: float) -> str:
-    lanes, members, dots = compute.member_lanes(events, start_us, seconds, LANES)
+def _group_plot(outdir: str | Path, start_us: int, seconds: float) -> str:
+    lanes, members, dots = membership.member_lanes(outdir, start_us, seconds, LANES)
     shown = (
         f"the {len(lanes)} of {members} members with the most requests" if members > LANES else "each member"
     )
@@ -410,7 +412,7 @@ def render_html(outdir: str | Path) -> str:
     sections: dict[str, str] = {}
 
     # the capture at a glance
-    ov_table = compute.overview(outdir)
+    ov_table = clients.overview(outdir)
     ov = ov_table.to_pylist()[0]
     cards = [
         ("duration", _duration(ov["duration_s"])),
@@ -439,7 +441,9 @@ def render_html(outdir: str | Path) -> str:
     )
     parts.append(_table("overview", ov_table, "no frames"))
     parts.append("<h3>Connections and clients</h3>")
-    parts.append(_table("connections", compute.connections(outdir), "No connections in this capture."))
+    parts.append(
+        _table("connections", clients.connections(outdir, MAX_ROWS), "No connections in this capture.")
+    )
     parts.append("<h3>APIs and versions</h3>")
     parts.append(_table("apis", compute.apis(outdir), "No requests or responses in this capture."))
     parts.append("<h3>Rejects</h3>")
@@ -449,13 +453,13 @@ def render_html(outdir: str | Path) -> str:
     sections["overview"] = "".join(parts)
 
     # latency
-    lat = compute.latency(outdir)
+    lat = latencies.latency(outdir)
     if lat.num_rows == 0:
         sections["latency"] = (
             '<p class="empty">No response in this capture has its request in it: no latency.</p>'
         )
     else:
-        over = compute.latency_over_time(outdir)
+        over = latencies.latency_over_time(outdir)
         sections["latency"] = "".join(
             [
                 f"<p class=\"note\">Latency: the response's first segment minus its request's; time is the "
@@ -467,7 +471,7 @@ def render_html(outdir: str | Path) -> str:
                 '<p class="note">Find one in the tables by client and correlation id, e.g. '
                 "<code>SELECT * FROM '&lt;Api&gt;Response.parquet' WHERE _client = ... AND "
                 "_correlation_id = ...</code></p>",
-                _table("slowest", compute.slowest(outdir), ""),
+                _table("slowest", latencies.slowest(outdir), ""),
                 "<h3>Per API, version and time</h3>",
                 _table("latency_over_time", over, ""),
             ]
@@ -494,7 +498,7 @@ def render_html(outdir: str | Path) -> str:
                 "<h3>Per topic and partition</h3>",
                 _table("throughput_by_partition", by_part, ""),
                 "<h3>Per client</h3>",
-                _table("throughput_by_client", compute.throughput_by_client(outdir), ""),
+                _table("throughput_by_client", clients.throughput_by_client(outdir, MAX_ROWS), ""),
                 "<h3>Compression</h3>",
                 '<p class="note">ratio = uncompressed bytes / bytes sent, per codec, over the batches that '
                 "decoded (undecoded: batches whose records could not be read).</p>",
@@ -528,8 +532,8 @@ def render_html(outdir: str | Path) -> str:
         )
 
     # consumer groups
-    events = compute.group_events(outdir)
-    commits = compute.committed_offsets(outdir)
+    events = membership.group_events(outdir, MAX_ROWS)
+    commits = offsets.committed_offsets(outdir)
     if events.num_rows == 0 and commits.num_rows == 0:
         sections["groups"] = (
             '<p class="empty">No consumer-group traffic in this capture: no JoinGroup, SyncGroup, '
@@ -539,11 +543,11 @@ def render_html(outdir: str | Path) -> str:
     else:
         sections["groups"] = "".join(
             [
-                _group_plot(events, tl.start_us, tl.seconds) if events.num_rows else "",
+                _group_plot(outdir, tl.start_us, tl.seconds) if events.num_rows else "",
                 "<h3>Membership requests per group and outcome</h3>",
                 _table(
                     "group_summary",
-                    compute.group_summary(outdir, events),
+                    membership.group_summary(outdir),
                     _NO_MEMBERS,
                 ),
                 "<h3>Members joining and leaving</h3>",
@@ -565,16 +569,16 @@ def render_html(outdir: str | Path) -> str:
                 "time (records may have come since).</p>",
                 _table(
                     "lag",
-                    compute.lag(outdir),
+                    offsets.lag(outdir),
                     "No partition has both a committed offset and a high watermark in this capture.",
                 ),
             ]
         )
 
     # producers
-    prods = compute.producers(outdir)
-    txns = compute.transactions(outdir)
-    marks = compute.markers(outdir)
+    prods = producing.producers(outdir)
+    txns = producing.transactions(outdir, MAX_ROWS)
+    marks = producing.markers(outdir)
     if prods.num_rows == 0 and txns.num_rows == 0 and marks.num_rows == 0:
         sections["producers"] = (
             '<p class="empty">No producer ids in this capture: no produced record batch '
@@ -593,7 +597,7 @@ def render_html(outdir: str | Path) -> str:
                 "it (a retry).</p>",
                 _table(
                     "sequences",
-                    compute.sequences(outdir),
+                    producing.sequences(outdir),
                     "No produced record batch carries a producer id in this capture.",
                 ),
                 "<h3>Transactions (EndTxn)</h3>",

@@ -51,8 +51,12 @@ class Spill:
                     "threads": THREADS,
                     # no query here depends on the order rows come back in without ORDER BY
                     "preserve_insertion_order": False,
+                    # DuckDB would keep the Parquet bytes it read in its pool: the report reads
+                    # each table once or twice, and the pool would fill towards the cap
+                    "enable_external_file_cache": False,
                 },
             )
+            self.con.execute("SET enable_progress_bar = false")  # (it would draw on the terminal)
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise

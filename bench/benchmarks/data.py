@@ -182,7 +182,8 @@ def scaled_capture(source: Path, gigabytes: float, same_clients: bool = False) -
     span = int(ts.max() - ts.min()) + 1
     body = raw[24:]
     reps = max(1, round(gigabytes * 1e9 / len(body)))
-    assert reps <= 1 << 16, "at most 65536 repetitions"
+    # (the client addresses number the repetitions: 10.r>>8.r&255.n)
+    assert same_clients or reps <= 1 << 16, "at most 65536 repetitions with new clients each"
     buf = np.empty_like(body)
     part = out.with_name(f"{out.name}.{os.getpid()}.part")
     try:

@@ -324,7 +324,7 @@ def test_the_real_captures_compress_and_catch_up(decoded: dict[str, Path]) -> No
             (r["lag"] == 0 and r["lag_unknown"] is None)
             or (
                 r["lag"] is None
-                and r["lag_unknown"] == rep.compute.LAG_UNKNOWN
+                and r["lag_unknown"] == rep.offsets.LAG_UNKNOWN
                 and r["high_watermark_at"] < r["committed_at"]
                 and r["high_watermark"] == r["committed_offset"]
             )

@@ -216,7 +216,7 @@ def test_the_membership_plot_lanes(decoded: dict[str, Path]) -> None:
     """The plot's lanes and dots are computed (``member_lanes``), bounded by lanes and points."""
     folder = decoded["tansu_confluent"]
     events, tl = rep.group_events(folder), rep.timeline(folder)
-    lanes, members, dots = rep.compute.member_lanes(events, tl.start_us, tl.seconds, lanes=1, points=10)
+    lanes, members, dots = rep.membership.member_lanes(events, tl.start_us, tl.seconds, lanes=1, points=10)
     per_member = events.group_by(["group_id", "member_id"]).aggregate([("api", "count")]).to_pylist()
     busiest = min(per_member, key=lambda r: (-r["api_count"], f"{r['group_id']}\x00{r['member_id'] or ''}"))
     assert members == len(per_member) and lanes == [(busiest["group_id"], busiest["member_id"])]

@@ -1,0 +1,229 @@
+"""The report's per-connection tables (``connections``, ``overview``, ``throughput_by_client``)
+computed on DuckDB.
+
+``compute``'s versions aggregate every message table per connection (client and broker address)
+in pyarrow, partial aggregates merged: memory follows the number of connections, and a capture
+can hold millions of them (short-lived clients, ports reused). Here DuckDB reads the message
+tables' Parquet itself (each table's parts, the columns a connection needs), with its memory
+capped and spilling to disk (``spill.Spill``): each table is aggregated per connection and
+capture file into a table ``frames`` (one table at a time), which every number here aggregates.
+Its memory follows the cap, not the connections.
+
+- ``connections``: the aggregate per connection, sorted in SQL; with a ``limit`` only that many
+  rows come back (and the full table's row count, as metadata), kept per folder (bounded).
+- ``overview``: the connection counts (connections, client addresses, client ids, brokers) and
+  the capture files are counted in SQL: no connection comes back to Python. Its other numbers
+  (APIs, rejects, record totals, timeline) are per key already: ``compute``'s.
+- ``throughput_by_client``: the whole data batches aggregated per connection and side, joined
+  with the per-connection client ids, regrouped per (client id, client) and turned side by side
+  (``compute._side_by_side``'s pivot, as SQL), in one query.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arrowkafka.report import compute
+from arrowkafka.report.spill import Spill, parquet
+
+__all__ = ["connections", "overview", "throughput_by_client"]
+
+_CONNECTIONS = pa.schema(
+    [
+        ("client", pa.string()),
+        ("broker", pa.string()),
+        ("client_id", pa.string()),
+        ("requests", pa.int64()),
+        ("responses", pa.int64()),
+        ("first", pa.timestamp("us", "UTC")),
+        ("last", pa.timestamp("us", "UTC")),
+    ]
+)
+
+_METRICS = ("batches", "records", "bytes")
+_COUNTS = [(side, m) for side in ("produce", "fetch") for m in _METRICS]
+
+_BY_CLIENT = pa.schema(
+    [
+        ("client_id", pa.string()),
+        ("client", pa.string()),
+        *(
+            field
+            for side in ("produce", "fetch")
+            for field in [
+                *((f"{side}_{m}", pa.int64()) for m in _METRICS),
+                (f"{side}_records_per_s", pa.float64()),
+                (f"{side}_bytes_per_s", pa.float64()),
+            ]
+        ),
+    ]
+)
+
+
+_FRAMES = """CREATE TABLE frames (client VARCHAR, broker VARCHAR, capture VARCHAR, client_id VARCHAR,
+    requests BIGINT, responses BIGINT, first TIMESTAMPTZ, last TIMESTAMPTZ)"""
+
+
+def _stage(db: Spill, outdir: str | Path, requests_only: bool = False) -> None:
+    """Fill the table ``frames`` of ``db``: per message table, its frames aggregated per
+    connection (``client``, ``broker``) and capture file: the smallest ``client_id`` (a
+    request's: a response carries none), ``requests``, ``responses``, ``first``, ``last``.
+    Empty if the folder has no message table. ``requests_only``: the request tables alone (all
+    the client ids need)."""
+    tables = {
+        m: p for m, p in compute.message_tables(outdir).items() if m.endswith("Request") or not requests_only
+    }
+    db.table(_FRAMES)
+    # one table at a time: a UNION ALL of every table's scan runs them side by side, each with its
+    # read buffers, and runs out of the memory cap
+    for message, path in tables.items():
+        request = message.endswith("Request")
+        named = request and compute._has(outdir, message, "_client_id")
+        ids = "_client_id::VARCHAR" if named else "NULL::VARCHAR"
+        # (a folder without ``_capture`` still has connections: only the overview counts files)
+        capture = "_capture::VARCHAR" if compute._has(outdir, message, "_capture") else "NULL::VARCHAR"
+        db.table(
+            f"""INSERT INTO frames SELECT _client::VARCHAR, _broker::VARCHAR, {capture},
+                min({ids}), {"count(*), 0" if request else "0, count(*)"}, min(_ts_first), max(_ts_last)
+            FROM {parquet(compute._parts(path))} GROUP BY 1, 2, 3"""
+        )
+
+
+# ``compute.connections``' rows (unordered), from ``frames``
+_PER_CONNECTION = """SELECT client, broker, min(client_id) AS client_id, sum(requests)::BIGINT AS requests,
+    sum(responses)::BIGINT AS responses, min(first) AS first, max(last) AS last
+    FROM frames GROUP BY client, broker"""
+
+
+def _limited(db: Spill, select: str, order: str, limit: int | None, schema: pa.Schema) -> pa.Table:
+    """``select`` ordered by ``order``, cast to ``schema``: whole, or its first ``limit`` rows
+    with the whole table's row count as the metadata ``total_rows``."""
+    if limit is None:
+        return db.table(f"SELECT * FROM ({select}) ORDER BY {order}").cast(schema)
+    # stored (in DuckDB, spilling) to count it and take its first rows from one computation
+    db.table(f"CREATE TABLE result AS {select}")
+    total = db.table("SELECT count(*) AS n FROM result")["n"][0].as_py()
+    t = db.table(f"SELECT * FROM result ORDER BY {order} LIMIT {int(limit)}").cast(schema)
+    return t.replace_schema_metadata({**(t.schema.metadata or {}), b"total_rows": str(total).encode()})
+
+
+def connections(outdir: str | Path, limit: int | None = None) -> pa.Table:
+    """Per connection (client address, broker address): the client id its requests gave (the
+    smallest, should they give several), requests, responses, first and last frame; by first
+    frame, then client (then broker: ``compute``'s order leaves that tie open). With a ``limit``,
+    kept for the last folders while their tables are unchanged (bounded: ``limit`` rows)."""
+    if limit is None:
+        return _connections(str(outdir), None)
+    return _cached(compute._state(outdir), str(outdir), limit)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(key: tuple[tuple[str, int, int], ...], outdir: str, limit: int) -> pa.Table:
+    return _connections(outdir, limit)
+
+
+def _connections(outdir: str, limit: int | None) -> pa.Table:
+    order = "first NULLS LAST, client NULLS LAST, broker NULLS LAST"
+    with Spill() as db:
+        _stage(db, outdir)
+        return _limited(db, _PER_CONNECTION, order, limit, _CONNECTIONS)
+
+
+def _counts(outdir: str | Path) -> dict[str, int]:
+    """Capture files, connections, client addresses, client ids and brokers, as
+    ``compute.overview`` counts them (a null capture file is one; a null address or id is not)."""
+    with Spill() as db:
+        _stage(db, outdir)
+        row = db.table(
+            f"""SELECT count(*) AS connections, count(DISTINCT client) AS client_addresses,
+                count(DISTINCT client_id) AS client_ids, count(DISTINCT broker) AS brokers
+            FROM ({_PER_CONNECTION})"""
+        ).to_pylist()[0]
+        # a null capture file counts as one, as in compute's set of them
+        row |= db.table(
+            """SELECT count(DISTINCT capture) + coalesce(max((capture IS NULL)::INTEGER), 0) AS captures
+            FROM frames"""
+        ).to_pylist()[0]
+    return {k: int(v or 0) for k, v in row.items()}
+
+
+def overview(outdir: str | Path) -> pa.Table:
+    """``compute.overview``: one row, the capture at a glance (the connection counts and capture
+    files counted in DuckDB)."""
+    # DuckDB first, closed before compute's pyarrow readings: their peaks do not add up
+    counts = _counts(outdir)
+    tl = compute.timeline(outdir)
+    api = compute.apis(outdir)
+    rej = compute.rejects(outdir)
+    totals = compute._record_totals(outdir)
+    n_api = api.to_pydict()
+    row = {
+        "first": pa.array([tl.start_us], pa.timestamp("us", "UTC")),
+        "last": pa.array([tl.end_us], pa.timestamp("us", "UTC")),
+        "duration_s": [tl.seconds],
+        "captures": [counts["captures"]],
+        "connections": [counts["connections"]],
+        "client_addresses": [counts["client_addresses"]],
+        "client_ids": [counts["client_ids"]],
+        "brokers": [counts["brokers"]],
+        "requests": [sum(n_api["requests"])],
+        "responses": [sum(n_api["responses"])],
+        # (null if any table lacks ``_size``: a folder written by an older arrowkafka)
+        "frame_bytes": [compute._total(api["request_bytes"], api["response_bytes"])],
+        "apis": [len(set(n_api["api"]))],
+        "api_versions": [api.num_rows],
+        "rejects": [sum(rej["count"].to_pylist())],
+        **{k: [v] for k, v in totals.items()},
+    }
+    return pa.table(row)
+
+
+def throughput_by_client(outdir: str | Path, limit: int | None = None) -> pa.Table:
+    """Per client (client id and address), produce and fetch side by side: record batches,
+    records, bytes, and records and bytes per second over the capture; by client id, then
+    client. The client id is its connection's (as in ``connections``): a Fetch response carries
+    none of its own."""
+    batches = compute._path(outdir, "record_batches")
+    if batches is None:
+        return (
+            _BY_CLIENT.empty_table()
+            if limit is None
+            else _BY_CLIENT.with_metadata({b"total_rows": b"0"}).empty_table()
+        )
+    side = "CASE " + " ".join(f"WHEN m = '{m}' THEN '{s}'" for m, s in compute.SIDES.items()) + " END"
+    names = ", ".join(f"'{m}'" for m in compute.SIDES)
+    # whole data batches only, as compute._record_parts keeps them: no control, no partial batch
+    # (a null ``partial`` is no whole batch either: pyarrow's filter drops it)
+    per_connection = f"""(SELECT client, broker, {side} AS side, sum(record_count) AS records,
+            sum(size) AS bytes, count(size) AS batches
+        FROM (SELECT _message::VARCHAR AS m, _client::VARCHAR AS client, _broker::VARCHAR AS broker,
+                record_count, size, control, partial FROM {parquet(compute._parts(batches))})
+        WHERE m IN ({names}) AND NOT coalesce(control, false) AND NOT partial
+        GROUP BY client, broker, side)"""
+    cols = [f"coalesce(sum(b.{m}) FILTER (WHERE b.side = '{s}'), 0)::BIGINT AS {s}_{m}" for s, m in _COUNTS]
+    # a batch on a connection no frame names, or with a null address, has a null client id
+    # (an SQL join, as pyarrow's, never matches null keys)
+    select = f"""SELECT i.client_id, b.client, {", ".join(cols)}
+        FROM {per_connection} b LEFT JOIN ({_PER_CONNECTION}) i ON b.client = i.client AND b.broker = i.broker
+        GROUP BY i.client_id, b.client"""
+    with Spill() as db:
+        # a connection with no request has no row in ``frames`` then: a null client id all the same
+        _stage(db, outdir, requests_only=True)
+        keys = [pa.field(f, pa.string()) for f in ("client_id", "client")]
+        schema = pa.schema([*keys, *(pa.field(f"{s}_{m}", pa.int64()) for s, m in _COUNTS)])
+        t = _limited(db, select, "client_id NULLS LAST, client NULLS LAST", limit, schema)
+    # the rates as compute computes them (float64 over the capture's seconds), after DuckDB is
+    # closed: the timeline's own reading of the tables does not add to DuckDB's memory
+    seconds = compute.timeline(outdir).seconds
+    out: dict[str, pa.ChunkedArray] = {}
+    for name in _BY_CLIENT.names:
+        if name.endswith("_per_s"):
+            count = pc.cast(t[name.removesuffix("_per_s")], pa.float64())
+            out[name] = pc.divide(count, seconds) if seconds > 0 else pa.nulls(t.num_rows, pa.float64())
+        else:
+            out[name] = t[name]
+    return pa.table(out, schema=_BY_CLIENT.with_metadata(t.schema.metadata))

@@ -1,0 +1,408 @@
+"""The producer tables of the report (``producers``, ``sequences``, ``transactions``,
+``markers``), computed on DuckDB.
+
+``compute``'s versions hold every produced record batch with a producer id (and every EndTxn
+and InitProducerId request) in memory at once: the sequences need the batches of a producer and
+partition in order, the producers a lookup of transactional ids. Here DuckDB reads the Parquet
+tables itself, and its sorts, windows, joins and aggregates run with memory capped
+(``spill.Spill``), spilling to disk beyond the cap: only a row per producer, partition or marker
+comes back (or the EndTxn requests asked for), so memory follows the cap, not the capture.
+``sequences`` walks the batches DuckDB sorted a record batch at a time, its running state per
+key carried over in Python: DuckDB's windows hold a whole partition (here: a producer's
+partition, as busy as the capture) in memory.
+
+The results are those of ``compute``'s functions of the same names: same schema, rows and order.
+Where the old order depended on the capture's order for ties (a stable sort, the last of
+several answers), the capture order is the table's part files in order and each file's rows
+(``file_row_number``). Two requests of one link (same capture, connection, correlation id and
+time: never in a real capture) are ordered as the first of them, ``spill.pairs`` keeping no
+row numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from arrowkafka.report import compute, spill
+
+__all__ = ["markers", "producers", "sequences", "transactions"]
+
+_PRODUCERS = pa.schema(
+    [
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("transactional_id", pa.string()),
+        ("client_id", pa.string()),
+        ("transactional", pa.bool_()),
+        ("batches", pa.int64()),
+        ("records", pa.int64()),
+        ("partitions", pa.int64()),
+        ("first", pa.timestamp("us", "UTC")),
+        ("last", pa.timestamp("us", "UTC")),
+    ]
+)
+_SEQUENCES = pa.schema(
+    [
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("batches", pa.int64()),
+        ("first_sequence", pa.int32()),
+        ("last_sequence", pa.int32()),
+        ("gaps", pa.int64()),
+        ("missing_records", pa.int64()),
+        ("duplicates", pa.int64()),
+    ]
+)
+_TRANSACTIONS = pa.schema(
+    [
+        ("ts", pa.timestamp("us", "UTC")),
+        ("transactional_id", pa.string()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("outcome", pa.string()),
+        ("client_id", pa.string()),
+        ("correlation_id", pa.int32()),
+        ("error_code", pa.int16()),
+        ("error", pa.string()),
+    ]
+)
+_MARKERS = pa.schema(
+    [
+        ("side", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("type", pa.string()),
+        ("markers", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+    ]
+)
+_FILE_ROWS = 2**40  # more rows than a part file holds
+_LINK = ["_capture", "_client", "_broker", "_correlation_id", "_ts_first"]
+
+
+def _text(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _files(outdir: str | Path, table: str) -> list[Path]:
+    p = compute._path(outdir, table)
+    return compute._parts(p) if p is not None else []
+
+
+def _ordered(files: Sequence[Path]) -> str:
+    """``spill.parquet`` with the capture order of each row: ``_at``, the part file's place in
+    the table, then the row's place in its file."""
+    scan = spill.parquet(files)
+    assert scan.endswith(")")
+    names = ", ".join(_text(str(f)) for f in files)
+    scan = scan[:-1] + ", filename = true, file_row_number = true)"
+    return (
+        f"(SELECT *, list_position([{names}], filename) * {_FILE_ROWS} + file_row_number AS _at FROM {scan})"
+    )
+
+
+def _request_order(files: Sequence[Path]) -> str:
+    """Per request link (capture, connection, correlation id, time: what ``spill.pairs``
+    joins on), the capture order of its first request (``_at``). ``spill.pairs`` reads no row
+    numbers; this puts them back (two requests of one link, paired alike, sort as the first)."""
+    cols = ", ".join(f'"{c}"' for c in _LINK)
+    return f"(SELECT {cols}, min(_at) AS _at FROM {_ordered(files)} GROUP BY ALL)"
+
+
+def _paired(
+    outdir: str | Path, api: str, request_cols: Sequence[str], response_cols: Sequence[str]
+) -> str | None:
+    """``spill.pairs`` of ``api`` with each request's capture order (``_at``); None
+    without a request table."""
+    req = _files(outdir, f"{api}Request")
+    if not req:
+        return None
+    resp = _files(outdir, f"{api}Response")
+    pairs = spill.pairs(req, resp, [*_LINK, *request_cols], response_cols)
+    on = " AND ".join(f'p."{c}" IS NOT DISTINCT FROM o."{c}"' for c in _LINK)
+    return f"(SELECT p.*, o._at FROM {pairs} p LEFT JOIN {_request_order(req)} o ON {on})"
+
+
+def _produced(files: Sequence[Path]) -> str:
+    """Produced record batches with a producer id (>= 0), in capture order (``compute._produced``)."""
+    return f"""(SELECT _client_id AS client_id, _ts_first AS ts, _correlation_id AS correlation_id,
+                       topic, "partition", producer_id, producer_epoch, base_sequence, record_count,
+                       transactional, _at
+                FROM {_ordered(files)}
+                WHERE _message = 'ProduceRequest' AND producer_id >= 0)"""
+
+
+def producers(outdir: str | Path) -> pa.Table:
+    """Per producer id and epoch (from produced record batches with a producer id): client id,
+    transactional or not, batches, records, partitions written, first and last batch; with the
+    transactional id where an InitProducerId response in the capture gave that id (the last
+    such answer in capture order)."""
+    files = _files(outdir, "record_batches")
+    if not files:
+        return _PRODUCERS.empty_table()
+    pairs = _paired(outdir, "InitProducerId", ["transactional_id"], ["producer_id", "error_code"])
+    if pairs is None:
+        ids = "(SELECT NULL::BIGINT AS producer_id, NULL::VARCHAR AS transactional_id WHERE false)"
+    else:
+        # the last answer in capture order wins, as a dict filled in request order did (a null
+        # transactional id too: arg_max_null keeps it)
+        ids = f"""(SELECT r_producer_id AS producer_id,
+                          arg_max_null(transactional_id, _at) AS transactional_id
+                   FROM {pairs} WHERE r_error_code = 0 AND r_producer_id IS NOT NULL GROUP BY ALL)"""
+    # partitions: distinct (topic, partition) by a GROUP BY first (spills), not count(DISTINCT)
+    # (held in memory per group); a null topic counts as the topic "" (compute's ``tp``), a
+    # null partition not at all
+    sql = f"""
+        WITH b AS {_produced(files)},
+        tp AS (
+            SELECT producer_id, producer_epoch, client_id, coalesce(topic, '') AS topic, "partition",
+                   bool_or(transactional) AS transactional, count(record_count) AS batches,
+                   sum(record_count) AS records, min(ts) AS first, max(ts) AS last,
+                   min(_at) AS _at
+            FROM b GROUP BY ALL),
+        g AS (
+            SELECT producer_id, producer_epoch, client_id, bool_or(transactional) AS transactional,
+                   sum(batches)::BIGINT AS batches, sum(records)::BIGINT AS records,
+                   count("partition") AS partitions, min(first) AS first, max(last) AS last,
+                   min(_at) AS _at
+            FROM tp GROUP BY ALL)
+        SELECT g.producer_id, g.producer_epoch, i.transactional_id, g.client_id, g.transactional,
+               g.batches, g.records, g.partitions, g.first, g.last
+        FROM g LEFT JOIN {ids} i ON g.producer_id = i.producer_id
+        -- ties (another epoch or client id with the same first batch): the old order was
+        -- pyarrow's grouper's, not defined; here the order the groups first appear
+        ORDER BY g.first ASC NULLS LAST, g.producer_id ASC NULLS LAST, g._at"""
+    with spill.Spill() as db:
+        return db.table(sql).cast(_PRODUCERS)
+
+
+def sequences(outdir: str | Path) -> pa.Table:
+    """Per producer id, epoch, topic and partition, the produced batches in capture order: how
+    many, first and last sequence, gaps (a batch whose base sequence is past the one expected:
+    the furthest end of the batches before it, unwrapped after 2^31 - 1) and duplicates (a batch
+    at or before the one expected: a retry, or one sent twice), and the records the gaps skip."""
+    files = _files(outdir, "record_batches")
+    if not files:
+        return _SEQUENCES.empty_table()
+    # DuckDB sorts (spilling) the batches as the old sort did: key, then time, correlation id,
+    # base sequence, nulls last, ties in capture order. The walk along them is a running state
+    # per key, kept here one record batch at a time: window functions over one key hold that
+    # key's batches in memory (a single busy producer and partition, and DuckDB runs out)
+    sql = f"""
+        SELECT producer_id, producer_epoch, topic, "partition", base_sequence, record_count
+        FROM {_produced(files)}
+        ORDER BY producer_id ASC NULLS LAST, producer_epoch ASC NULLS LAST, topic ASC NULLS LAST,
+                 "partition" ASC NULLS LAST, ts ASC NULLS LAST, correlation_id ASC NULLS LAST,
+                 base_sequence ASC NULLS LAST, _at"""
+    walk = _Walk()
+    with spill.Spill() as db:
+        reader = db.con.sql(sql).to_arrow_reader(_ROWS)
+        for batch in reader:
+            if batch.num_rows:
+                walk.add(batch)
+    return walk.table()
+
+
+_KEYS = ["producer_id", "producer_epoch", "topic", "partition"]
+_WRAP = 2**31
+_ROWS = compute.BATCH_ROWS  # the rows of a record batch walked at a time
+
+
+class _Walk:
+    """The sequence walk of ``compute.sequences`` over batches in key order, a record batch at
+    a time: a key's state (its last sequence, wraps, furthest end, counts) carries over to the
+    next record batch while the key goes on."""
+
+    def __init__(self) -> None:
+        self.done: list[pa.Table] = []  # the keys finished: a row each
+        self.key: tuple[object, ...] | None = None  # the key going on, and its state
+        self.head: pa.Table | None = None  # its key columns (a row)
+        self.seq = self.wraps = self.reach = 0
+        self.batches = self.first = self.gaps = self.missing = self.duplicates = 0
+
+    def add(self, rb: pa.RecordBatch) -> None:
+        n = rb.num_rows
+        t = pa.Table.from_batches([rb])
+        change = np.zeros(n, bool)  # where a key starts (null equal to null, as the old)
+        for k in _KEYS:
+            col = t[k].combine_chunks()
+            if n > 1:
+                after, before = col.slice(1), col.slice(0, n - 1)
+                differ = pc.fill_null(pc.not_equal(after, before), True)
+                same_null = pc.and_(pc.is_null(after), pc.is_null(before))
+                change[1:] |= pc.and_(differ, pc.invert(same_null)).to_numpy(zero_copy_only=False)
+        first_key = tuple(t[k][0].as_py() for k in _KEYS)
+        going_on = self.key is not None and first_key == self.key
+        change[0] = not going_on
+        if not going_on:
+            self._finish()
+        # as the old: base sequence and record count as int64 (numpy's conversion)
+        seq = t["base_sequence"].to_numpy().astype(np.int64)
+        count = t["record_count"].to_numpy().astype(np.int64)
+        prev = np.empty(n, np.int64)
+        prev[0] = self.seq if going_on else seq[0]
+        prev[1:] = seq[:-1]
+        step = seq - prev
+        step[change] = 0
+        w = np.where(step < -(2**30), 1, np.where(step > 2**30, -1, 0))
+        # segments: the key going on (if it does), then each key starting here
+        starts = np.flatnonzero(change)
+        segs = starts if change[0] else np.concatenate([[0], starts])
+        ends = np.append(segs[1:], n)
+        sid = np.repeat(np.arange(len(segs)), ends - segs)
+        cw = np.cumsum(w)
+        wraps = cw - np.repeat(cw[segs] - w[segs], ends - segs)
+        if going_on:
+            wraps[: ends[0]] += self.wraps
+        u = seq + wraps * _WRAP
+        end = u + count
+        # the furthest end before each batch: one running maximum over segments lifted apart
+        # (as the old), the key going on seeded with its furthest end so far
+        lift = sid * 2**36 + 2**32
+        seed = self.reach + 2**32 if going_on else -(2**62)
+        acc = np.maximum.accumulate(np.concatenate([[seed], end + lift]))
+        reach = acc[1:] - lift
+        expected = acc[:-1] - lift
+        diff = u - expected
+        diff[change] = 0
+        gap, dup = diff > 0, diff < 0
+        batches = ends - segs
+        gaps = np.add.reduceat(gap.astype(np.int64), segs)
+        missing = np.add.reduceat(np.where(gap, diff, 0), segs)
+        dups = np.add.reduceat(dup.astype(np.int64), segs)
+        first = seq[segs]
+        last_reach = reach[ends - 1]
+        heads = t.select(_KEYS).take(pa.array(segs))
+        rows = {
+            "batches": batches, "first": first, "reach": last_reach,
+            "gaps": gaps, "missing": missing, "duplicates": dups,
+        }  # fmt: skip
+        if going_on:  # the key going on: its counts so far, its first sequence
+            rows["batches"][0] += self.batches
+            rows["gaps"][0] += self.gaps
+            rows["missing"][0] += self.missing
+            rows["duplicates"][0] += self.duplicates
+            rows["first"][0] = self.first
+        # every segment but the last is finished; the last goes on into the next record batch
+        m = len(segs) - 1
+        if m:
+            self.done.append(self._rows(heads.slice(0, m), {c: v[:m] for c, v in rows.items()}))
+        self.head = heads.slice(m, 1)
+        self.key = tuple(t[k][n - 1].as_py() for k in _KEYS)
+        self.seq, self.wraps, self.reach = int(seq[-1]), int(wraps[-1]), int(last_reach[m])
+        self.batches, self.first = int(rows["batches"][m]), int(rows["first"][m])
+        self.gaps, self.missing = int(rows["gaps"][m]), int(rows["missing"][m])
+        self.duplicates = int(rows["duplicates"][m])
+
+    @staticmethod
+    def _rows(heads: pa.Table, rows: dict[str, np.ndarray]) -> pa.Table:
+        return pa.table(
+            {
+                **{k: heads[k] for k in _KEYS},
+                "batches": pa.array(rows["batches"], pa.int64()),
+                "first_sequence": pa.array(rows["first"].astype(np.int32), pa.int32()),
+                "last_sequence": pa.array(((rows["reach"] - 1) % _WRAP).astype(np.int32), pa.int32()),
+                "gaps": pa.array(rows["gaps"], pa.int64()),
+                "missing_records": pa.array(rows["missing"], pa.int64()),
+                "duplicates": pa.array(rows["duplicates"], pa.int64()),
+            }
+        )
+
+    def _finish(self) -> None:
+        """The key going on is done: its row."""
+        if self.head is None:
+            return
+        last = {
+            "batches": [self.batches], "first": [self.first], "reach": [self.reach],
+            "gaps": [self.gaps], "missing": [self.missing], "duplicates": [self.duplicates],
+        }  # fmt: skip
+        self.done.append(self._rows(self.head, {c: np.array(v, np.int64) for c, v in last.items()}))
+        self.head = self.key = None
+
+    def table(self) -> pa.Table:
+        self._finish()
+        if not self.done:
+            return _SEQUENCES.empty_table()
+        return pa.concat_tables([p.cast(_SEQUENCES) for p in self.done])
+
+
+def transactions(outdir: str | Path, limit: int | None = None) -> pa.Table:
+    """Every EndTxn request with its response: time, transactional id, producer id and epoch,
+    what the producer asked (COMMIT or ABORT) and the broker's answer (error name; null: no
+    response in the capture), by time and correlation id (ties in capture order). With
+    ``limit``, the first ``limit`` rows and the whole table's row count (``total_rows``)."""
+    pairs = _paired(
+        outdir, "EndTxn", ["_client_id", "transactional_id", "producer_id", "producer_epoch", "committed"],
+        ["error_code"],
+    )  # fmt: skip
+    if pairs is None:
+        return _limited(_TRANSACTIONS.empty_table(), 0, limit)
+    sql = f"""
+        SELECT _ts_first AS ts, transactional_id, producer_id, producer_epoch,
+               CASE WHEN committed THEN 'COMMIT' WHEN NOT committed THEN 'ABORT' END AS outcome,
+               _client_id AS client_id, _correlation_id AS correlation_id,
+               r_error_code::SMALLINT AS error_code
+        FROM {pairs}
+        ORDER BY ts ASC NULLS LAST, correlation_id ASC NULLS LAST, _at"""
+    with spill.Spill() as db:
+        if limit is None:
+            t = db.table(sql)
+            total = t.num_rows
+        else:
+            total = db.table(f"SELECT count(*) AS n FROM {pairs}")["n"][0].as_py()
+            t = db.table(f"{sql}\n        LIMIT {int(limit)}")  # a top-n: only ``limit`` rows held
+    t = t.append_column("error", compute._error_names(t["error_code"]))
+    return _limited(t.cast(_TRANSACTIONS), total, limit)
+
+
+def _limited(t: pa.Table, total: int, limit: int | None) -> pa.Table:
+    if limit is None:
+        return t
+    meta = {**(t.schema.metadata or {}), b"total_rows": str(total).encode()}
+    return t.slice(0, limit).replace_schema_metadata(meta)
+
+
+def markers(outdir: str | Path) -> pa.Table:
+    """Transaction markers (control records COMMIT and ABORT) seen in the records, per side
+    (produce, fetch), topic, partition, producer id (its batch's) and type: how many distinct
+    markers (by offset: one fetched twice counts once), and the first and last offset."""
+    files = _files(outdir, "record_markers")
+    if not files:
+        return _MARKERS.empty_table()
+    sides = " ".join(f"WHEN {_text(m)} THEN {_text(s)}" for m, s in compute.SIDES.items())
+    messages = ", ".join(_text(m) for m in compute.SIDES)
+    batches = _files(outdir, "record_batches")
+    if batches:
+        pid = f"(SELECT batch_id, producer_id FROM {spill.parquet(batches)})"
+    else:
+        pid = "(SELECT NULL::BIGINT AS batch_id, NULL::BIGINT AS producer_id WHERE false)"
+    # each marker's batch's producer id: a control batch, as few as the markers (a batch id
+    # found twice gives each of its producer ids, as the old join did)
+    sql = f"""
+        WITH m AS (
+            SELECT DISTINCT CASE _message {sides} END AS side, topic, "partition", batch_id, type,
+                   record_offset
+            FROM {spill.parquet(files)}
+            WHERE type IN ('COMMIT', 'ABORT') AND _message IN ({messages})),
+        p AS (
+            SELECT DISTINCT batch_id, producer_id FROM {pid}
+            WHERE batch_id IN (SELECT batch_id FROM m)),
+        d AS (
+            SELECT DISTINCT m.side, m.topic, m."partition", p.producer_id, m.type, m.record_offset
+            FROM m LEFT JOIN p ON m.batch_id = p.batch_id)
+        SELECT side, topic, "partition", producer_id, type, count(record_offset) AS markers,
+               min(record_offset) AS first_offset, max(record_offset) AS last_offset
+        FROM d GROUP BY ALL
+        ORDER BY side DESC NULLS LAST, topic ASC NULLS LAST, "partition" ASC NULLS LAST,
+                 producer_id ASC NULLS LAST, type ASC NULLS LAST"""
+    with spill.Spill() as db:
+        return db.table(sql).cast(_MARKERS)
