@@ -1,22 +1,20 @@
 """The report's per-connection tables (``connections``, ``overview``, ``throughput_by_client``)
 computed on DuckDB.
 
-``compute``'s versions aggregate every message table per connection (client and broker address)
-in pyarrow, partial aggregates merged: memory follows the number of connections, and a capture
-can hold millions of them (short-lived clients, ports reused). Here DuckDB reads the message
-tables' Parquet itself (each table's parts, the columns a connection needs), with its memory
-capped and spilling to disk (``spill.Spill``): each table is aggregated per connection and
-capture file into a table ``frames`` (one table at a time), which every number here aggregates.
-Its memory follows the cap, not the connections.
+A capture can hold millions of connections (short-lived clients, ports reused), so nothing here
+holds a row per connection in Python. DuckDB reads the message tables' Parquet itself (the
+columns a connection needs), with its memory capped and spilling to disk (``spill.Spill``): each
+message table is aggregated per connection (client and broker address) and capture file into the
+table ``frames`` (one message table at a time), which every number here aggregates further.
 
 - ``connections``: the aggregate per connection, sorted in SQL; with a ``limit`` only that many
-  rows come back (and the full table's row count, as metadata), kept per folder (bounded).
+  rows come back (and the whole table's row count, as metadata), kept per folder (bounded).
 - ``overview``: the connection counts (connections, client addresses, client ids, brokers) and
-  the capture files are counted in SQL: no connection comes back to Python. Its other numbers
-  (APIs, rejects, record totals, timeline) are per key already: ``compute``'s.
-- ``throughput_by_client``: the whole data batches aggregated per connection and side, joined
-  with the per-connection client ids, regrouped per (client id, client) and turned side by side
-  (``compute._side_by_side``'s pivot, as SQL), in one query.
+  the capture files are counted in SQL; its other numbers (APIs, rejects, record totals,
+  timeline) are ``compute``'s, a row per key already.
+- ``throughput_by_client``: the whole data batches aggregated per connection and side (produce,
+  fetch), given their connection's client id, summed per (client id, client) and put side by
+  side, in one query.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import Spill, parquet
+from arrowkafka.report.spill import Spill, files, limited, literal, parquet, with_total
 
 __all__ = ["connections", "overview", "throughput_by_client"]
 
@@ -77,7 +75,7 @@ def _stage(db: Spill, outdir: str | Path, requests_only: bool = False) -> None:
     tables = {
         m: p for m, p in compute.message_tables(outdir).items() if m.endswith("Request") or not requests_only
     }
-    db.table(_FRAMES)
+    db.con.execute(_FRAMES)
     # one table at a time: a UNION ALL of every table's scan runs them side by side, each with its
     # read buffers, and runs out of the memory cap
     for message, path in tables.items():
@@ -86,36 +84,25 @@ def _stage(db: Spill, outdir: str | Path, requests_only: bool = False) -> None:
         ids = "_client_id::VARCHAR" if named else "NULL::VARCHAR"
         # (a folder without ``_capture`` still has connections: only the overview counts files)
         capture = "_capture::VARCHAR" if compute._has(outdir, message, "_capture") else "NULL::VARCHAR"
-        db.table(
+        db.con.execute(
             f"""INSERT INTO frames SELECT _client::VARCHAR, _broker::VARCHAR, {capture},
                 min({ids}), {"count(*), 0" if request else "0, count(*)"}, min(_ts_first), max(_ts_last)
             FROM {parquet(compute._parts(path))} GROUP BY 1, 2, 3"""
         )
 
 
-# ``compute.connections``' rows (unordered), from ``frames``
+# a row per connection (client, broker), from ``frames``: the smallest client id of its requests
 _PER_CONNECTION = """SELECT client, broker, min(client_id) AS client_id, sum(requests)::BIGINT AS requests,
     sum(responses)::BIGINT AS responses, min(first) AS first, max(last) AS last
     FROM frames GROUP BY client, broker"""
 
 
-def _limited(db: Spill, select: str, order: str, limit: int | None, schema: pa.Schema) -> pa.Table:
-    """``select`` ordered by ``order``, cast to ``schema``: whole, or its first ``limit`` rows
-    with the whole table's row count as the metadata ``total_rows``."""
-    if limit is None:
-        return db.table(f"SELECT * FROM ({select}) ORDER BY {order}").cast(schema)
-    # stored (in DuckDB, spilling) to count it and take its first rows from one computation
-    db.table(f"CREATE TABLE result AS {select}")
-    total = db.table("SELECT count(*) AS n FROM result")["n"][0].as_py()
-    t = db.table(f"SELECT * FROM result ORDER BY {order} LIMIT {int(limit)}").cast(schema)
-    return t.replace_schema_metadata({**(t.schema.metadata or {}), b"total_rows": str(total).encode()})
-
-
 def connections(outdir: str | Path, limit: int | None = None) -> pa.Table:
     """Per connection (client address, broker address): the client id its requests gave (the
     smallest, should they give several), requests, responses, first and last frame; by first
-    frame, then client (then broker: ``compute``'s order leaves that tie open). With a ``limit``,
-    kept for the last folders while their tables are unchanged (bounded: ``limit`` rows)."""
+    frame, client, then broker (nulls last). With a ``limit``: its first ``limit`` rows and the
+    whole table's row count (``total_rows`` metadata), kept for the last folders while their
+    tables are unchanged (bounded: ``limit`` rows each)."""
     if limit is None:
         return _connections(str(outdir), None)
     return _cached(compute._state(outdir), str(outdir), limit)
@@ -130,30 +117,37 @@ def _connections(outdir: str, limit: int | None) -> pa.Table:
     order = "first NULLS LAST, client NULLS LAST, broker NULLS LAST"
     with Spill() as db:
         _stage(db, outdir)
-        return _limited(db, _PER_CONNECTION, order, limit, _CONNECTIONS)
+        db.con.execute(f"CREATE TABLE result AS {_PER_CONNECTION}")
+        return limited(db, "result", order, limit, lambda t: t.cast(_CONNECTIONS))
 
 
 def _counts(outdir: str | Path) -> dict[str, int]:
-    """Capture files, connections, client addresses, client ids and brokers, as
-    ``compute.overview`` counts them (a null capture file is one; a null address or id is not)."""
+    """Capture files, connections, client addresses, client ids and brokers (a null capture file
+    counts as one file: a folder written without ``_capture`` still has one; a null address or
+    id counts as none)."""
     with Spill() as db:
         _stage(db, outdir)
+
+        # each distinct count a DISTINCT subquery: a hash aggregate, which spills, where
+        # count(DISTINCT) would hold every value in memory
+        def distinct(column: str, source: str) -> str:
+            return f"(SELECT count(*) FROM (SELECT DISTINCT {column} FROM {source}))"
+
         row = db.table(
-            f"""SELECT count(*) AS connections, count(DISTINCT client) AS client_addresses,
-                count(DISTINCT client_id) AS client_ids, count(DISTINCT broker) AS brokers
-            FROM ({_PER_CONNECTION})"""
-        ).to_pylist()[0]
-        # a null capture file counts as one, as in compute's set of them
-        row |= db.table(
-            """SELECT count(DISTINCT capture) + coalesce(max((capture IS NULL)::INTEGER), 0) AS captures
-            FROM frames"""
+            f"""WITH c AS MATERIALIZED ({_PER_CONNECTION})
+            SELECT (SELECT count(*) FROM c) AS connections,
+                {distinct("client", "c WHERE client IS NOT NULL")} AS client_addresses,
+                {distinct("client_id", "c WHERE client_id IS NOT NULL")} AS client_ids,
+                {distinct("broker", "c WHERE broker IS NOT NULL")} AS brokers,
+                {distinct("capture", "frames")} AS captures"""
         ).to_pylist()[0]
     return {k: int(v or 0) for k, v in row.items()}
 
 
 def overview(outdir: str | Path) -> pa.Table:
-    """``compute.overview``: one row, the capture at a glance (the connection counts and capture
-    files counted in DuckDB)."""
+    """One row, the capture at a glance: first and last frame, duration, capture files,
+    connections, client addresses, client ids, brokers, requests, responses, frame bytes, APIs,
+    API versions, rejects and the record totals."""
     # DuckDB first, closed before compute's pyarrow readings: their peaks do not add up
     counts = _counts(outdir)
     tl = compute.timeline(outdir)
@@ -186,27 +180,30 @@ def throughput_by_client(outdir: str | Path, limit: int | None = None) -> pa.Tab
     """Per client (client id and address), produce and fetch side by side: record batches,
     records, bytes, and records and bytes per second over the capture; by client id, then
     client. The client id is its connection's (as in ``connections``): a Fetch response carries
-    none of its own."""
-    batches = compute._path(outdir, "record_batches")
-    if batches is None:
-        return (
-            _BY_CLIENT.empty_table()
-            if limit is None
-            else _BY_CLIENT.with_metadata({b"total_rows": b"0"}).empty_table()
-        )
-    side = "CASE " + " ".join(f"WHEN m = '{m}' THEN '{s}'" for m, s in compute.SIDES.items()) + " END"
-    names = ", ".join(f"'{m}'" for m in compute.SIDES)
-    # whole data batches only, as compute._record_parts keeps them: no control, no partial batch
-    # (a null ``partial`` is no whole batch either: pyarrow's filter drops it)
+    none of its own. With a ``limit``: its first ``limit`` rows and the whole table's row count
+    (``total_rows`` metadata)."""
+    batches = files(outdir, "record_batches")
+    if not batches:
+        return with_total(_BY_CLIENT.empty_table(), 0, limit)
+    side = (
+        "CASE "
+        + " ".join(f"WHEN m = {literal(m)} THEN {literal(s)}" for m, s in compute.SIDES.items())
+        + " END"
+    )
+    names = ", ".join(literal(m) for m in compute.SIDES)
+    # whole data batches only (the records the other throughput tables count): no control batch,
+    # no partial one (a null ``partial`` is not known whole: left out too)
     per_connection = f"""(SELECT client, broker, {side} AS side, sum(record_count) AS records,
             sum(size) AS bytes, count(size) AS batches
         FROM (SELECT _message::VARCHAR AS m, _client::VARCHAR AS client, _broker::VARCHAR AS broker,
-                record_count, size, control, partial FROM {parquet(compute._parts(batches))})
+                record_count, size, control, partial FROM {parquet(batches)})
         WHERE m IN ({names}) AND NOT coalesce(control, false) AND NOT partial
         GROUP BY client, broker, side)"""
-    cols = [f"coalesce(sum(b.{m}) FILTER (WHERE b.side = '{s}'), 0)::BIGINT AS {s}_{m}" for s, m in _COUNTS]
-    # a batch on a connection no frame names, or with a null address, has a null client id
-    # (an SQL join, as pyarrow's, never matches null keys)
+    cols = [
+        f"coalesce(sum(b.{m}) FILTER (WHERE b.side = {literal(s)}), 0)::BIGINT AS {s}_{m}" for s, m in _COUNTS
+    ]
+    # a batch on a connection no request names, or with a null address, has a null client id
+    # (a join never matches null keys)
     select = f"""SELECT i.client_id, b.client, {", ".join(cols)}
         FROM {per_connection} b LEFT JOIN ({_PER_CONNECTION}) i ON b.client = i.client AND b.broker = i.broker
         GROUP BY i.client_id, b.client"""
@@ -215,9 +212,10 @@ def throughput_by_client(outdir: str | Path, limit: int | None = None) -> pa.Tab
         _stage(db, outdir, requests_only=True)
         keys = [pa.field(f, pa.string()) for f in ("client_id", "client")]
         schema = pa.schema([*keys, *(pa.field(f"{s}_{m}", pa.int64()) for s, m in _COUNTS)])
-        t = _limited(db, select, "client_id NULLS LAST, client NULLS LAST", limit, schema)
-    # the rates as compute computes them (float64 over the capture's seconds), after DuckDB is
-    # closed: the timeline's own reading of the tables does not add to DuckDB's memory
+        db.con.execute(f"CREATE TABLE result AS {select}")
+        t = limited(db, "result", "client_id NULLS LAST, client NULLS LAST", limit, lambda t: t.cast(schema))
+    # the rates (float64 counts over the capture's seconds, as the other throughput tables), after
+    # DuckDB is closed: the timeline's own reading of the tables does not add to DuckDB's memory
     seconds = compute.timeline(outdir).seconds
     out: dict[str, pa.ChunkedArray] = {}
     for name in _BY_CLIENT.names:

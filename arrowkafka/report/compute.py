@@ -1,16 +1,16 @@
-"""The report's numbers, each an Arrow table computed from the Parquet tables ``arrowkafka decode``
-writes (``OUTDIR/<Message>.parquet``, ``record_batches``, ``record_markers``, ``rejects``).
+"""The report's streamed numbers, each an Arrow table computed from the Parquet tables
+``arrowkafka decode`` writes (``OUTDIR/<Message>.parquet``, ``record_batches``, ``record_markers``,
+``rejects``), and the reading they share with the DuckDB modules beside this one.
 
 Every function takes the output folder and returns a ``pa.Table``; one with no rows means the
 capture holds nothing for it. Tables are read with ``pyarrow.parquet`` one record batch at a time,
 only the columns a number needs (nested fields by their leaf columns: the high watermarks and
 error codes of Fetch responses are read without their records). Counts, sums, minima and
 maxima are aggregated per batch and the partial results merged, so memory follows the number
-of groups (connections, clients, partitions ...), not the capture. What is held whole (one row
-per item, the listed columns only): latencies (``latency``: api, version, bucket, latency),
-produced batches with a producer id (``sequences``, ``producers``), consumer-group requests
-and responses (``group_events``), the partitions of offset commits and OffsetFetch answers
-(``committed_offsets``) and of Fetch responses (``lag``), transactions (``transactions``).
+of groups: API versions, error codes, topics, partitions, time buckets. What needs a whole table
+at once, or groups as many as the connections (joins of requests and responses, orders per key,
+quantiles, per connection and per member), is in ``clients``, ``latencies``, ``membership``,
+``offsets`` and ``producing``, on DuckDB with its memory capped (``spill``).
 
 Time series cut the capture into buckets of ``Timeline.width_us`` from its first frame
 (``timeline``): at most ``MAX_BUCKETS``, each a round width (1 ms, 2 ms, 5 ms, 10 ms ... 1 h).
@@ -122,7 +122,14 @@ def _leaves(f: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
     path through structs and lists (``responses.partitions.error_code``) as the leaf columns
     under it. Reading leaves leaves out their siblings: a Fetch response's records, say."""
     out = []
-    leaves = [f.schema.column(i).path for i in range(len(f.schema))]
+    # the paths as the first row group's column chunks name them: asking the file for its
+    # Parquet schema (``f.schema``) keeps ~3 MB a file of a 20 GB capture's tables for good
+    # (pyarrow 26), and the report opens every table several times
+    meta = f.metadata
+    if not meta.num_row_groups:
+        return []  # (no rows to read)
+    first = meta.row_group(0)
+    leaves = [first.column(i).path_in_schema for i in range(meta.num_columns)]
     for c in columns:
         if "." not in c:
             out.append(c)
@@ -141,13 +148,18 @@ def _batches(outdir: str | Path, table: str, columns: Sequence[str]) -> Iterator
     if p is None:
         return
     # one row group read at a time, on this thread: a dataset scanner's read-ahead and threads
-    # cost ~100 MB more at the peak, for tables this narrow
+    # cost ~100 MB more at the peak, for tables this narrow; and a reader per row group, since
+    # one reader over a whole file keeps what it read (54 MB for two timestamp columns of 5 M
+    # rows, pyarrow 26): memory would follow the table, not the row group
     for part in _parts(p):
         with pq.ParquetFile(part) as f:
             leaves = _leaves(f, columns)
-            for batch in f.iter_batches(batch_size=BATCH_ROWS, columns=leaves, use_threads=False):
-                if batch.num_rows:
-                    yield pa.Table.from_batches([batch])
+            for group in range(f.num_row_groups):
+                for batch in f.iter_batches(
+                    batch_size=BATCH_ROWS, row_groups=[group], columns=leaves, use_threads=False
+                ):
+                    if batch.num_rows:
+                        yield pa.Table.from_batches([batch])
 
 
 def _read(outdir: str | Path, table: str, columns: Sequence[str]) -> pa.Table | None:
@@ -344,10 +356,6 @@ def _total(*columns: pa.ChunkedArray | pa.Array) -> int | None:
     if any(c.null_count for c in columns):
         return None
     return sum(int(pc.sum(c).as_py() or 0) for c in columns)
-
-
-# ---------------------------------------------------------------------------------------------
-# latency
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,18 +688,7 @@ def errors_over_time(outdir: str | Path) -> pa.Table:
 
 
 # ---------------------------------------------------------------------------------------------
-# consumer groups
-
-
-# A response to its request: the connection, the correlation id and the request's first segment
-# time (a request's ``_ts_first``, its response's ``_request_ts``). The time keeps the join one to
-# one where a connection's correlation ids come back (ports reused, a client restarted): on
-# those ids alone a long capture's join grew with the square of the repeats. The connection is
-# one number (``_conn``), not its capture file, client and broker as text: commits and group
-# requests are held a row each, and those strings were most of their bytes.
-
-
-# the type of each response column ``_pairs`` reads, for a capture without the response table
+# the high watermarks Fetch responses gave (``offsets.lag``: a row per partition)
 
 
 def _ts(col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -747,7 +744,3 @@ def _last_watermarks(parts: list[pa.Table]) -> pa.Table:
     of the latest response, and its time: of a tie, the later row (a stable sort)."""
     t = pa.concat_tables(parts).sort_by([("ts", "ascending")])
     return _group(t, ["capture", "topic", "partition"], [("hw", "last"), ("ts", "last")], ["hw", "ts"])
-
-
-# ---------------------------------------------------------------------------------------------
-# producers

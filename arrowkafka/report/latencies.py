@@ -1,9 +1,8 @@
 """The report's latency tables (``latency``, ``latency_over_time``, ``slowest``) computed on DuckDB.
 
-``compute``'s versions hold every latency of a response table in memory to take exact quantiles,
-and join the slowest responses with ``connections`` (a row per connection) for their client ids:
-both grow with the capture. Here DuckDB reads the response tables' Parquet itself, with its memory
-capped and spilling to disk (``spill.Spill``):
+Exact quantiles need every latency of a group, and the slowest responses' client ids come from
+their connections' requests: both would grow with the capture in memory. Here DuckDB reads the
+response tables' Parquet itself, with its memory capped and spilling to disk (``spill.Spill``):
 
 - p50 and p99 are exact, from ranks: the count of each distinct latency in its group, summed along
   the latency order (an aggregate and a window, both of which spill), places every rank; the
@@ -24,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import Spill, parquet
+from arrowkafka.report.spill import Spill, literal, parquet, place
 
 __all__ = ["latency", "latency_over_time", "slowest"]
 
@@ -66,7 +65,7 @@ def _tables(outdir: str | Path, kind: str) -> list[tuple[str, list[Path]]]:
 
 
 def _ms(ns: np.ndarray) -> np.ndarray:
-    """Nanoseconds as float64 milliseconds, as ``compute`` divides them."""
+    """Nanoseconds as float64 milliseconds (a float64 division: the same bits in every table)."""
     return ns.astype(np.float64) / 1e6
 
 
@@ -85,7 +84,7 @@ def _lerp(n: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float) -> np.ndarray
 
 def _latency_table(outdir: str | Path, tl: compute.Timeline | None) -> pa.Table:
     """Per API, version and bucket of request time (0 without ``tl``): responses, p50, p99 and
-    max latency (ms), in the order of ``compute._latency_table``."""
+    max latency (ms); by API, version, then bucket (a row per key: no ties)."""
     tables = _tables(outdir, "Response")
     if not tables:
         return _LATENCY_SCHEMA.empty_table()
@@ -125,7 +124,7 @@ def _latency_table(outdir: str | Path, tl: compute.Timeline | None) -> pa.Table:
                         sum(c) OVER g::BIGINT AS n
                     FROM d WINDOW g AS (PARTITION BY version, bucket)
                 ), k AS (SELECT *, {ranks} FROM w)
-                SELECT '{api}' AS api, version, bucket, any_value(n) AS n, {picks}, max(ns) AS top
+                SELECT {literal(api)} AS api, version, bucket, any_value(n) AS n, {picks}, max(ns) AS top
                 FROM k GROUP BY version, bucket
             """)
             if part.num_rows:
@@ -163,25 +162,24 @@ def latency_over_time(outdir: str | Path) -> pa.Table:
 
 def slowest(outdir: str | Path, n: int = compute.SLOWEST) -> pa.Table:
     """The ``n`` slowest responses: API, version, connection, client id (its connection's, as in
-    ``connections``), correlation id, request time and latency, to find them in the tables."""
+    ``connections``), correlation id, request time and latency, to find them in the tables. By
+    latency (slowest first), API, correlation id, then capture order; of responses tied at the
+    cut, the earliest in the capture are kept."""
     responses = _tables(outdir, "Response")
     if not responses or n <= 0:
         return _SLOWEST_SCHEMA.empty_table()
     cols = '"_version", "_client", "_broker", "_correlation_id", "_request_ts", "_latency_ns"'
-    # capture order (table, part, row: DuckDB's virtual columns) breaks ties as compute's does:
-    # its top-n (Arrow's select_k) keeps the earliest of equal latencies (mostly: its heap may
-    # drop a later one of those tied at the cut), and its final order is (latency, api,
-    # correlation id) only, ties after a hash join in no defined order: here in capture order,
-    # as a stable sort of the captured rows would leave them
-    capture = "tbl, part, row"
+    # capture order (the table's place among the response tables, then the row's in the table):
+    # the same result, whatever order DuckDB reads or joins in
+    capture = "tbl, place"
     # one query per table (see _latency_table: a union holds every file's footer at once)
     with Spill() as db:
         # a top-n per table, then of those: DuckDB keeps n rows, whatever the capture
         tops = [
             db.table(
-                f"SELECT '{api}' AS api, {cols}, {i} AS tbl, file_index AS part, file_row_number AS row "
+                f"SELECT {literal(api)} AS api, {cols}, {i} AS tbl, {place()} AS place "
                 f'FROM {parquet(parts)} WHERE "_latency_ns" IS NOT NULL '
-                f'ORDER BY "_latency_ns" DESC, part, row LIMIT {int(n)}'
+                f'ORDER BY "_latency_ns" DESC, place LIMIT {int(n)}'
             )
             for i, (api, parts) in enumerate(responses)
         ]
@@ -191,7 +189,7 @@ def slowest(outdir: str | Path, n: int = compute.SLOWEST) -> pa.Table:
         )
         # a response carries no client id: its connection's requests do (the smallest, as in
         # connections); read for the top's connections only (a null client or broker matches
-        # none, as in compute's join)
+        # none: a null client id)
         db.store(
             "ids",
             [],

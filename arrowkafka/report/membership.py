@@ -1,16 +1,15 @@
 """The report's consumer-group membership tables (``group_events``, ``group_summary``) and the
 membership plot's lanes and dots (``member_lanes``), computed on DuckDB.
 
-``compute``'s versions pair every JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-ConsumerGroupHeartbeat and ShareGroupHeartbeat request with its response in Arrow, a row per
-request held in memory, and sort and group them there: memory grows with the capture (a long
-capture's heartbeats are most of it). Here DuckDB reads the Parquet itself, with its memory
-capped and spilling to disk (``spill.Spill``): a SQL query per API (``_api_events``) pairs its
-requests with their responses (``spill.pairs``) and applies the API's rules for member and
-generation, into one table of events on disk (``_store_events``) that the three functions
-query. Only a row per (group, API, outcome, member), per lane or lane dot, or the ``limit``
-first events come back to Python (all events, as before, when ``group_events`` is asked for
-the whole table).
+Every JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat and
+ShareGroupHeartbeat request paired with its response is a row per request: a long capture's
+heartbeats are most of it, too many to hold in memory. Here DuckDB reads the Parquet itself,
+with its memory capped and spilling to disk (``spill.Spill``): a SQL query per API
+(``_api_events``) pairs its requests with their responses (``spill.pairs``) and applies the
+API's rules for member and generation, into one table of events on disk (``_store_events``)
+that the three functions query. Only a row per (group, API, outcome, member), per lane or lane
+dot, or the ``limit`` first events come back to Python (all events when ``group_events`` is
+asked for the whole table).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import Spill, pairs
+from arrowkafka.report.spill import COLUMN_TYPES, Spill, files, limited, literal, pairs, place
 
 __all__ = ["group_events", "group_summary", "member_lanes"]
 
@@ -41,30 +40,15 @@ _EVENT_SCHEMA = pa.schema(
     ]
 )
 
-# the type of each request column an API may lack in a capture (a table written by a tool that
-# decoded only some versions, a synthetic one): it reads as null, as in a part without it
-_REQUEST_TYPES = {
-    "group_id": "VARCHAR",
-    "member_id": "VARCHAR",
-    "generation_id": "INTEGER",
-    "member_epoch": "INTEGER",
-}
-_RESPONSE_TYPES = {"error_code": "SMALLINT", **_REQUEST_TYPES}
-
-# capture order: DuckDB's virtual columns of the request (part, row) and of its response (a
-# request answered twice keeps both rows, in the responses' order)
-_ORDER = "ts NULLS LAST, api NULLS LAST, correlation_id NULLS LAST, q_part, q_row, r_part, r_row"
+# ties in capture order: the request's place (``spill.place``), then its response's (a request
+# answered twice keeps both rows, in the responses' order)
+_ORDER = "ts NULLS LAST, api NULLS LAST, correlation_id NULLS LAST, q_at, r_at"
 _EVENT_COLS = ", ".join(f.name for f in _EVENT_SCHEMA if f.name != "error")
 
 
 def _columns(parts: list[Path]) -> set[str]:
     """The columns any of the Parquet files has (from their footers)."""
     return {name for p in parts for name in pq.read_schema(p).names}
-
-
-def _table_parts(outdir: str | Path, table: str) -> list[Path]:
-    p = compute._path(outdir, table)
-    return compute._parts(p) if p is not None else []
 
 
 def _api_events(api: str, req: list[Path], resp: list[Path]) -> str:
@@ -80,19 +64,19 @@ def _api_events(api: str, req: list[Path], resp: list[Path]) -> str:
     }.get(api, ["group_id", "member_id", "member_epoch"])
     given = ["member_id", "generation_id" if api == "JoinGroup" else "member_epoch"]
     answered = ["error_code", *(given if api == "JoinGroup" or epochs else [])]
+    # a column a table lacks (one written by a tool that decoded only some versions) is a typed
+    # null; without the response table ``pairs`` types the answer's columns itself
     q_cols = [c for c in asked if c in have_q]
-    # without the response table ``pairs`` types the answer's columns itself; with it, a column
-    # it lacks is a typed null here
     r_cols = [c for c in answered if not resp or c in have_r]
     base = ["_ts_first", "_client", "_client_id", "_correlation_id", "file_index", "file_row_number"]
     r_virtual = ["file_index", "file_row_number"] if resp else []
     src = pairs(req, resp, [*base, *q_cols], [*r_cols, *r_virtual])
 
     def q(c: str) -> str:
-        return f'"{c}"' if c in q_cols else f"NULL::{_REQUEST_TYPES[c]}"
+        return f'"{c}"' if c in q_cols else f"NULL::{COLUMN_TYPES[c]}"
 
     def r(c: str) -> str:
-        return f'"r_{c}"' if c in r_cols else f"NULL::{_RESPONSE_TYPES[c]}"
+        return f'"r_{c}"' if c in r_cols else f"NULL::{COLUMN_TYPES[c]}"
 
     if api == "JoinGroup" or epochs:
         # the id the coordinator gave where it gave one (a first join asks with none)
@@ -114,14 +98,13 @@ def _api_events(api: str, req: list[Path], resp: list[Path]) -> str:
         generation = "NULL"
     else:
         member, generation = q("member_id"), q("generation_id")
-    r_part = '"r_file_index"' if resp else "NULL::UBIGINT"
-    r_row = '"r_file_row_number"' if resp else "NULL::BIGINT"
+    r_at = place("r_") if resp else "NULL::HUGEINT"
     return (
-        f"SELECT \"_ts_first\" AS ts, '{api}' AS api, {q('group_id')} AS group_id, "
+        f'SELECT "_ts_first" AS ts, {literal(api)} AS api, {q("group_id")} AS group_id, '
         f"{member} AS member_id, ({generation})::INTEGER AS generation_id, "
         '"_client" AS client, "_client_id" AS client_id, "_correlation_id" AS correlation_id, '
         f"({r('error_code')})::SMALLINT AS error_code, "
-        f'"file_index" AS q_part, "file_row_number" AS q_row, {r_part} AS r_part, {r_row} AS r_row '
+        f"{place()} AS q_at, {r_at} AS r_at "
         f"FROM {src}"
     )
 
@@ -130,51 +113,47 @@ _NO_EVENTS = (
     "SELECT NULL::TIMESTAMPTZ AS ts, NULL::VARCHAR AS api, NULL::VARCHAR AS group_id, "
     "NULL::VARCHAR AS member_id, NULL::INTEGER AS generation_id, NULL::VARCHAR AS client, "
     "NULL::VARCHAR AS client_id, NULL::INTEGER AS correlation_id, NULL::SMALLINT AS error_code, "
-    "NULL::UBIGINT AS q_part, NULL::BIGINT AS q_row, NULL::UBIGINT AS r_part, NULL::BIGINT AS r_row "
+    "NULL::HUGEINT AS q_at, NULL::HUGEINT AS r_at "
     "WHERE false"
 )
 
 
 def _store_events(db: Spill, outdir: str | Path) -> None:
     """The table ``events`` in ``db``: every group request of the folder with its response, as
-    ``group_events``'s columns (no error name) and the capture order (q_part, q_row, r_part,
-    r_row). One API at a time: its join alone under the memory cap (the joins of one query run
-    side by side, their hash tables all held, and ran out of memory where one at a time spills)."""
+    ``group_events``'s columns (no error name) and the places of the request and its response
+    in the capture (``q_at``, ``r_at``). One API at a time: its join alone under the memory cap
+    (the joins of one query run side by side, their hash tables all held, and ran out of memory
+    where one at a time spills)."""
     db.con.execute(f"CREATE TABLE events AS {_NO_EVENTS}")
     for api in compute.GROUP_APIS:
-        req = _table_parts(outdir, f"{api}Request")
+        req = files(outdir, f"{api}Request")
         if req:
-            resp = _table_parts(outdir, f"{api}Response")
+            resp = files(outdir, f"{api}Response")
             db.con.execute(f"INSERT INTO events {_api_events(api, req, resp)}")
 
 
 def _named(t: pa.Table) -> pa.Table:
-    """The events' columns as ``compute``'s: error names added, ``ts`` in tz "UTC"."""
+    """Events read from ``events`` as ``group_events`` gives them: error names added, the
+    schema's types (``ts`` in tz "UTC")."""
     t = t.append_column("error", compute._error_names(t["error_code"]))
     return t.cast(_EVENT_SCHEMA)
 
 
 def group_events(outdir: str | Path, limit: int | None = None) -> pa.Table:
     """Every JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat and
-    ShareGroupHeartbeat request with its response, as ``compute.group_events``: time, group,
-    member, generation, client, correlation id, error code and name (null: no response), by
-    time, API and correlation id (ties in capture order). With ``limit``, the first ``limit``
-    rows and the whole table's row count (``total_rows`` metadata)."""
+    ShareGroupHeartbeat request with its response: time, group, member, generation, client,
+    client id, correlation id, error code and name (null: no response), by time, API and
+    correlation id (nulls last; ties in capture order). With ``limit``, the first ``limit`` rows
+    and the whole table's row count (``total_rows`` metadata)."""
     with Spill() as db:
         _store_events(db, outdir)
-        if limit is None:
-            return _named(db.table(f"SELECT {_EVENT_COLS} FROM events ORDER BY {_ORDER}"))
-        total = db.con.execute("SELECT count(*) FROM events").fetchall()[0][0]
-        top = db.table(f"SELECT {_EVENT_COLS} FROM events ORDER BY {_ORDER} LIMIT {max(int(limit), 0)}")
-    out = _named(top)
-    return out.replace_schema_metadata({**(out.schema.metadata or {}), b"total_rows": str(total).encode()})
+        return limited(db, "events", _ORDER, limit, _named, columns=_EVENT_COLS)
 
 
-def group_summary(outdir: str | Path, events: pa.Table | None = None) -> pa.Table:
+def group_summary(outdir: str | Path) -> pa.Table:
     """Per group, API and outcome (error name; ``NO_RESPONSE`` where the capture has none): how
-    many requests, and how many distinct members, as ``compute.group_summary``. ``events`` (what
-    ``compute``'s version takes to save reading the folder again) is not read: the folder is."""
-    del events  # the folder's events, from DuckDB, whatever the caller holds
+    many requests, and how many distinct members (a null member is none); by group, API, then
+    outcome."""
     with Spill() as db:
         _store_events(db, outdir)
         # per (group, API, code, member) first: a plain aggregate, which spills, where a
@@ -201,10 +180,11 @@ def group_summary(outdir: str | Path, events: pa.Table | None = None) -> pa.Tabl
 def member_lanes(
     source: str | Path | pa.Table, start_us: int, seconds: float, lanes: int, points: int = 400
 ) -> tuple[list[tuple[str, str]], int, pa.Table]:
-    """What the membership plot draws, as ``compute.member_lanes`` of the folder's
-    ``group_events``: the ``lanes`` (group, member) with the most requests (sorted), how many
-    members there are, and one dot per API, outcome (ok: error NONE), lane and 1/``points`` of
-    the capture (api, ok, t, lane). ``source`` is the folder, or events already at hand."""
+    """What the membership plot draws of the folder's ``group_events``: the ``lanes`` (group,
+    member; a null one as "") with the most requests (ties: the first by group, then member),
+    sorted; how many (group, member) there are; and one dot per API, outcome (ok: error NONE),
+    lane and 1/``points`` of the capture (api, ok, t, lane), sorted. ``source`` is the folder,
+    or events already at hand (``group_events``' columns)."""
     step = max(seconds, 1e-3) / points
     with Spill() as db:
         if isinstance(source, pa.Table):
@@ -217,17 +197,15 @@ def member_lanes(
             "CREATE VIEW ev AS SELECT ts, api, coalesce(group_id, '') AS g, coalesce(member_id, '') AS m, "
             f"error_code FROM {events}"
         )
-        # a row per lane (member): the top is picked in Arrow, exactly as compute picks it
-        counts = db.table("SELECT g, m, count(*) AS n FROM ev GROUP BY ALL")
-        lane = pc.binary_join_element_wise(counts["g"], counts["m"], "\x00")
-        by = pa.table({"lane": lane, "lane_count": counts["n"]})
-        top = by.sort_by([("lane_count", "descending"), ("lane", "ascending")]).slice(0, lanes)
-        names = sorted(top["lane"].to_pylist())
-        split = [name.split("\x00", 1) for name in names]
-        schema = pa.schema([("g", pa.string()), ("m", pa.string()), ("lane", pa.int64())])
-        chosen = [[g for g, _ in split], [m for _, m in split], list(range(len(split)))]
-        db.store("lanes", [pa.table(chosen, schema=schema)])
-        # x as compute rounds it: float64 seconds / step, half to even
+        # the top lanes picked in SQL: a row per (group, member) stays in DuckDB
+        members = db.con.execute("SELECT count(*) FROM (SELECT DISTINCT g, m FROM ev)").fetchall()[0][0]
+        db.con.execute(
+            "CREATE TABLE lanes AS SELECT g, m, (row_number() OVER (ORDER BY g, m) - 1)::BIGINT AS lane "
+            "FROM (SELECT g, m FROM ev GROUP BY ALL ORDER BY count(*) DESC, g, m LIMIT $1)",
+            [max(int(lanes), 0)],
+        )
+        chosen = db.table("SELECT g, m FROM lanes ORDER BY lane")
+        # a dot's x: its float64 seconds into the capture / step, rounded half to even
         dots = db.table(
             "SELECT DISTINCT e.api, coalesce(e.error_code = 0, false) AS ok, "
             "round_even(((epoch_us(e.ts) - $1)::DOUBLE / 1e6) / $2, 0) AS x, l.lane "
@@ -242,4 +220,4 @@ def member_lanes(
             "lane": pc.cast(dots["lane"], pa.int64()),
         }
     ).sort_by([("api", "ascending"), ("ok", "ascending"), ("t", "ascending"), ("lane", "ascending")])
-    return [(g, m) for g, m in split], counts.num_rows, dots
+    return list(zip(chosen["g"].to_pylist(), chosen["m"].to_pylist(), strict=True)), members, dots

@@ -1,30 +1,30 @@
 """The report's committed offsets (``committed_offsets``) and consumer lag (``lag``) computed on
 DuckDB.
 
-``compute``'s versions hold a row per partition of every OffsetCommit, TxnOffsetCommit and
-OffsetFetch answer in memory (joined, sorted, ranked in numpy): they grow with the capture. Here
-DuckDB reads the Parquet tables itself, with its memory capped and spilling to disk
-(``spill.Spill``), and only a row per group, topic and partition comes back to Python:
+Every partition of every OffsetCommit, TxnOffsetCommit and OffsetFetch answer is a row: too many
+to hold in memory for a long capture. Here DuckDB reads the Parquet tables itself, with its
+memory capped and spilling to disk (``spill.Spill``), and only a row per group, topic and
+partition comes back to Python:
 
 - commits: every partition of every OffsetCommit and TxnOffsetCommit request (``unnest`` in SQL),
-  left joined with the partitions of its response on the link (capture file, connection,
-  correlation id, request time; ``spill.pairs``' rule) plus topic and partition, as ``compute``
-  joins them: a repeated link key repeats the row.
+  left joined with the partitions of its response on the link (``spill.pairs``' rule) plus topic
+  and partition: a repeated link key repeats the row.
 - a TxnOffsetCommit's transaction: the first EndTxn (``spill.pairs`` with its response) of the same
   capture file, transactional id (null as "") and producer id at or after the commit, found with a
   window over commits and EndTxns per transaction in time (a commit before an EndTxn of the same
-  time), as ``compute._txn_outcomes``' sort does.
+  time: a transaction ends after the commits it sent).
 - OffsetFetch answers: v0-7 one group, named in the request (``spill.pairs``), v8+ the groups the
   response names.
 - per partition: the counts, and the offset held (accepted commits, a transaction's from its
   EndTxn once it committed, and OffsetFetch answers): the first row of the last run of equal
-  offsets in time, ties in capture order (the file's row, the topic's and the partition's place
-  in it: ``read_parquet``'s ``file_row_number`` and ``generate_subscripts``), found with
-  aggregates per partition (the last row, the last before it with another offset, the first
-  after that), not a sort of the rows.
+  offsets in time, ties in capture order (the row's place, ``spill.place``, then the topic's
+  and the partition's places in their lists: ``generate_subscripts``), found with aggregates
+  per partition (the last row, the last before it with another offset, the first after that),
+  not a sort of the rows.
 
-``lag`` adds ``compute._high_watermarks`` (a row per partition) to that. Both are kept per folder
-while its tables are unchanged (``committed_offsets`` and ``lag`` compute once).
+``lag`` adds the high watermarks (``compute._high_watermarks``: a row per partition) to that.
+Both are kept per folder while its tables are unchanged (``committed_offsets`` and ``lag``
+compute once).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import Spill, pairs
+from arrowkafka.report.spill import LINK, Spill, files, pairs, parquet, place
 
 __all__ = ["committed_offsets", "lag"]
 
@@ -75,10 +75,10 @@ _LAG = pa.schema(
 )
 
 # the commits' partitions (``c``) and the OffsetFetch answers' (``f``), with their places in the
-# capture, which order them as ``compute`` does on ties (after the time, api or version): ``p1``
-# file and row (``_part << 64 | _row``), ``p2`` places in the lists (``ti << 32 | pi``: list
-# places are int32). (Not the response's place: the rows one request's partition has with two
-# responses of its link differ in the error only, which no tie decides.)
+# capture, which break ties of time and API or version: ``p1`` the row's (``spill.place``),
+# ``p2`` the places in its lists (``ti << 32 | pi``: list places are int32). (Not the response's
+# place: the rows one request's partition has with two responses of its link differ in the error
+# only, which no tie decides.)
 _TABLES = """
 CREATE TABLE c (
     api INTEGER, ts TIMESTAMPTZ, capture VARCHAR, group_id VARCHAR, topic VARCHAR,
@@ -89,67 +89,50 @@ CREATE TABLE f (
     "partition" INTEGER, committed_offset BIGINT, p1 HUGEINT, p2 HUGEINT);
 """
 
-_LINK = ["_capture", "_client", "_broker", "_correlation_id"]
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
 
 def _scan(paths: Sequence[Path]) -> str:
-    """A table's Parquet files (as ``spill.parquet``) with each row's place in the capture:
-    ``_part`` (the file's place in the table's parts) and ``_row`` (its row in the file)."""
-    files = "[" + ", ".join(_lit(str(p)) for p in paths) + "]"
-    return (
-        f"(SELECT *, list_position({files}, filename) AS _part, file_row_number AS _row "
-        f"FROM read_parquet({files}, union_by_name = true, filename = true, file_row_number = true))"
-    )
-
-
-def _files(outdir: str | Path, table: str) -> list[Path]:
-    p = compute._path(outdir, table)
-    return compute._parts(p) if p is not None else []
+    """A table's Parquet files (``spill.parquet``) with each row's place in the capture, ``_at``."""
+    return f"(SELECT *, {place()} AS _at FROM {parquet(paths)})"
 
 
 def _flatten(src: str, keep: Sequence[str], levels: Sequence[tuple[str, str, Sequence[str]]]) -> str:
     """A SQL query: a row per element of nested lists of ``src``'s rows (a null or empty list
-    gives none, as ``compute._unnest``) with ``keep`` (columns, or ``expr AS name``). Each level
-    is (its list: a column, or a field of the element above, ``e<n-1>.field``; the name of the
-    element's place in it, from 1; the fields taken of the element, ``field`` or ``field AS
-    name``). The unnests are in the select list: a lateral ``FROM t, unnest(...)`` is many times
-    slower in DuckDB."""
+    gives none) with ``keep`` (columns, or ``expr AS name``). Each level is (its list: a column,
+    or a field of the element above, ``e<n-1>.field``; the name of the element's place in it,
+    from 1; the fields taken of the element, ``field`` or ``field AS name``). The unnests are in
+    the select list: a lateral ``FROM t, unnest(...)`` is many times slower in DuckDB."""
     exprs = list(keep)  # the columns of the next select
     names = [k.partition(" AS ")[2] or k for k in keep]  # their names in the select after it
     sql = src
-    for i, (lst, place, take) in enumerate(levels):
+    for i, (lst, index, take) in enumerate(levels):
         sql = (
             f"(SELECT {', '.join(exprs)}, unnest({lst}) AS e{i}, "
-            f"generate_subscripts({lst}, 1) AS {place} FROM {sql})"
+            f"generate_subscripts({lst}, 1) AS {index} FROM {sql})"
         )
         taken = [(f"e{i}.{t.partition(' AS ')[0]}", t.partition(" AS ")[2] or t) for t in take]
-        exprs = [*names, place, *(f"{t} AS {n}" for t, n in taken)]
-        names = [*names, place, *(n for _, n in taken)]
+        exprs = [*names, index, *(f"{t} AS {n}" for t, n in taken)]
+        names = [*names, index, *(n for _, n in taken)]
     return f"(SELECT {', '.join(exprs)} FROM {sql})"
 
 
 def _commit_rows(outdir: str | Path, api: str) -> str | None:
     """A SQL query: one row per partition of every ``api`` request, with its response's partition
-    (left joined on the link, topic and partition, as ``compute._commits``); None without the
-    request table."""
-    req, resp = _files(outdir, f"{api}Request"), _files(outdir, f"{api}Response")
+    (left joined on the link, topic and partition: a request or partition the response lacks has
+    a null error); None without the request table."""
+    req, resp = files(outdir, f"{api}Request"), files(outdir, f"{api}Response")
     if not req:
         return None
     txn = ["transactional_id AS txn_id", "producer_id AS pid"] if api == "TxnOffsetCommit" else []
     q = _flatten(
         _scan(req),
-        [*_LINK, "_ts_first", "group_id", *txn, "_part", "_row"],
+        [*LINK, "_ts_first", "group_id", *txn, "_at"],
         [("topics", "ti", ["name AS topic"]),
          ("e0.partitions", "pi", ["partition_index", "committed_offset"])],
     )  # fmt: skip
     if resp:
         r = _flatten(
             _scan(resp),
-            [*_LINK, "_request_ts"],
+            [*LINK, "_request_ts"],
             [("topics", "ti", ["name AS topic"]), ("e0.partitions", "pi", ["partition_index", "error_code"])],
         )
     else:  # only client -> broker captured: every commit with a null error
@@ -159,13 +142,13 @@ def _commit_rows(outdir: str | Path, api: str) -> str | None:
                NULL::VARCHAR AS topic, NULL::INTEGER AS partition_index,
                NULL::SMALLINT AS error_code
         WHERE false)"""
-    link = [*(f"q.{c} = r.{c}" for c in _LINK), "q._ts_first = r._request_ts"]
+    link = [*(f"q.{c} = r.{c}" for c in LINK), "q._ts_first = r._request_ts"]
     on = " AND ".join([*link, "q.topic = r.topic", "q.partition_index = r.partition_index"])
     txn_cols = ", q.txn_id, q.pid" if txn else ""
     return f"""
         SELECT q._ts_first AS ts, q._capture AS capture, q.group_id, q.topic,
                q.partition_index AS "partition", q.committed_offset, r.error_code{txn_cols},
-               (q._part::HUGEINT << 64) | q._row AS p1, (q.ti::HUGEINT << 32) | q.pi AS p2
+               q._at AS p1, (q.ti::HUGEINT << 32) | q.pi AS p2
         FROM {q} q LEFT JOIN {r} r ON {on}"""
 
 
@@ -175,13 +158,13 @@ def _outcome_query(outdir: str | Path, commits: str) -> str:
     time (of EndTxns at one time, the first by connection and correlation id: the same time and
     transaction twice is a capture read twice). COMMIT or ABORT as the producer asked, FAILED where
     the broker answered with an error, null where the capture holds no response."""
-    req = _files(outdir, "EndTxnRequest")
+    req = files(outdir, "EndTxnRequest")
     if not req:
         return f"SELECT *, NULL::VARCHAR AS txn, NULL::TIMESTAMPTZ AS txn_at FROM ({commits})"
     ends = pairs(
         req,
-        _files(outdir, "EndTxnResponse"),
-        [*_LINK, "_ts_first", "transactional_id", "producer_id", "committed"],
+        files(outdir, "EndTxnResponse"),
+        [*LINK, "_ts_first", "transactional_id", "producer_id", "committed"],
         ["error_code"],
     )
     return f"""
@@ -212,30 +195,30 @@ def _outcome_query(outdir: str | Path, commits: str) -> str:
 def _fetch_queries(outdir: str | Path) -> list[str]:
     """SQL queries for ``f``: every partition of an OffsetFetch answer (before the filter)."""
     out = []
-    resp = _files(outdir, "OffsetFetchResponse")
-    req = _files(outdir, "OffsetFetchRequest")
+    resp = files(outdir, "OffsetFetchResponse")
+    req = files(outdir, "OffsetFetchRequest")
     if req and compute._has(outdir, "OffsetFetchResponse", "topics"):
-        # v0-7: one group, named in the request. (A response whose request is not in the
-        # capture has no group: it gives nothing, as the filter on group_id does in compute.)
-        linked = pairs(req, resp, [*_LINK, "group_id"], ["_capture", "_ts_first", "topics"])
+        # v0-7: one group, named in the request, so an answer counts with its request only (a
+        # response whose request is not in the capture has no group to give an offset to)
+        virtual = ["file_index", "file_row_number"]
+        linked = pairs(req, resp, [*LINK, "group_id"], ["_capture", "_ts_first", "topics", *virtual])
         rows = _flatten(
             linked,
-            ["r__ts_first AS ts", "r__capture AS capture", "group_id", *_LINK[1:]],
+            ["r__ts_first AS ts", "r__capture AS capture", "group_id", *(f"r_{c}" for c in virtual)],
             [("r_topics", "ti", ["name AS topic"]),
              ("e0.partitions", "pi", ["partition_index", "committed_offset", "error_code"])],
         )  # fmt: skip
-        # (ties in time: by connection and correlation id, then places in the lists; ``pairs``
-        # keeps no file row: a tie of one key in one microsecond on two connections)
+        # (ties in time: the answer's place in the capture, then the places in its lists)
         out.append(f"""
             SELECT 0 AS v, ts, capture, group_id, topic, partition_index AS "partition",
                    committed_offset, error_code, NULL::SMALLINT AS group_error,
-                   hash(_client, _broker, _correlation_id)::HUGEINT AS p1,
+                   {place("r_")} AS p1,
                    (ti::HUGEINT << 32) | pi AS p2
             FROM {rows}""")
     if compute._has(outdir, "OffsetFetchResponse", "groups"):  # v8+: groups, each named
         rows = _flatten(
             _scan(resp),
-            ["_ts_first AS ts", "_capture AS capture", "_part", "_row"],
+            ["_ts_first AS ts", "_capture AS capture", "_at"],
             [("groups", "gi", ["group_id", "error_code AS group_error"]),
              ("e0.topics", "ti", ["name AS topic"]),
              ("e1.partitions", "pi", ["partition_index", "committed_offset", "error_code"])],
@@ -243,15 +226,15 @@ def _fetch_queries(outdir: str | Path) -> list[str]:
         out.append(f"""
             SELECT 1 AS v, ts, capture, group_id, topic, partition_index AS "partition",
                    committed_offset, error_code, group_error,
-                   (_part::HUGEINT << 64) | _row AS p1,
+                   _at AS p1,
                    (gi::HUGEINT << 64) | (ti::HUGEINT << 32) | pi AS p2
             FROM {rows}""")
     return out
 
 
 # per partition: the counts, and the first row of the last run of equal offsets held. Rows are
-# ordered by ``o`` (time held, commits before fetches, then each in ``compute``'s order: request
-# time, API or version, places in the capture; nulls as ``compute`` sorts them). With ``L`` the
+# ordered by ``o``: the time held (null first), commits before fetches, the time of the commit
+# or answer (null last), API or version, then the place in the capture (null last). With ``L`` the
 # last row and ``D`` the last before it whose offset differs (a null differs from all), the run
 # starts at the first row after ``D``: three aggregates per partition, no sort of the rows.
 _RESULT = """

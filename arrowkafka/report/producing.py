@@ -1,22 +1,17 @@
 """The producer tables of the report (``producers``, ``sequences``, ``transactions``,
 ``markers``), computed on DuckDB.
 
-``compute``'s versions hold every produced record batch with a producer id (and every EndTxn
-and InitProducerId request) in memory at once: the sequences need the batches of a producer and
-partition in order, the producers a lookup of transactional ids. Here DuckDB reads the Parquet
-tables itself, and its sorts, windows, joins and aggregates run with memory capped
-(``spill.Spill``), spilling to disk beyond the cap: only a row per producer, partition or marker
-comes back (or the EndTxn requests asked for), so memory follows the cap, not the capture.
-``sequences`` walks the batches DuckDB sorted a record batch at a time, its running state per
-key carried over in Python: DuckDB's windows hold a whole partition (here: a producer's
-partition, as busy as the capture) in memory.
+The sequences need the batches of a producer and partition in order, the producers a lookup of
+transactional ids: held in memory, every produced record batch with a producer id (and every
+EndTxn and InitProducerId request) at once. Here DuckDB reads the Parquet tables itself, and its
+sorts, windows, joins and aggregates run with memory capped (``spill.Spill``), spilling to disk
+beyond the cap: only a row per producer, partition or marker comes back (or the EndTxn requests
+asked for), so memory follows the cap, not the capture. ``sequences`` walks the batches DuckDB
+sorted a record batch at a time, its running state per key carried over in Python: DuckDB's
+windows hold a whole partition (here: a producer's partition, as busy as the capture) in memory.
 
-The results are those of ``compute``'s functions of the same names: same schema, rows and order.
-Where the old order depended on the capture's order for ties (a stable sort, the last of
-several answers), the capture order is the table's part files in order and each file's rows
-(``file_row_number``). Two requests of one link (same capture, connection, correlation id and
-time: never in a real capture) are ordered as the first of them, ``spill.pairs`` keeping no
-row numbers.
+Where an order or a choice would depend on ties (of time, of several answers), the capture order
+decides: ``_at``, a row's place in its table (``spill.place``).
 """
 
 from __future__ import annotations
@@ -28,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from arrowkafka.report import compute, spill
+from arrowkafka.report import compute
+from arrowkafka.report.spill import LINK, Spill, files, limited, literal, pairs, parquet, place, with_total
 
 __all__ = ["markers", "producers", "sequences", "transactions"]
 
@@ -85,59 +81,33 @@ _MARKERS = pa.schema(
         ("last_offset", pa.int64()),
     ]
 )
-_FILE_ROWS = 2**40  # more rows than a part file holds
-_LINK = ["_capture", "_client", "_broker", "_correlation_id", "_ts_first"]
 
 
-def _text(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _files(outdir: str | Path, table: str) -> list[Path]:
-    p = compute._path(outdir, table)
-    return compute._parts(p) if p is not None else []
-
-
-def _ordered(files: Sequence[Path]) -> str:
-    """``spill.parquet`` with the capture order of each row: ``_at``, the part file's place in
-    the table, then the row's place in its file."""
-    scan = spill.parquet(files)
-    assert scan.endswith(")")
-    names = ", ".join(_text(str(f)) for f in files)
-    scan = scan[:-1] + ", filename = true, file_row_number = true)"
-    return (
-        f"(SELECT *, list_position([{names}], filename) * {_FILE_ROWS} + file_row_number AS _at FROM {scan})"
-    )
-
-
-def _request_order(files: Sequence[Path]) -> str:
-    """Per request link (capture, connection, correlation id, time: what ``spill.pairs``
-    joins on), the capture order of its first request (``_at``). ``spill.pairs`` reads no row
-    numbers; this puts them back (two requests of one link, paired alike, sort as the first)."""
-    cols = ", ".join(f'"{c}"' for c in _LINK)
-    return f"(SELECT {cols}, min(_at) AS _at FROM {_ordered(files)} GROUP BY ALL)"
+def _ordered(paths: Sequence[Path]) -> str:
+    """``spill.parquet`` with each row's place in the capture, ``_at``."""
+    return f"(SELECT *, {place()} AS _at FROM {parquet(paths)})"
 
 
 def _paired(
     outdir: str | Path, api: str, request_cols: Sequence[str], response_cols: Sequence[str]
 ) -> str | None:
-    """``spill.pairs`` of ``api`` with each request's capture order (``_at``); None
+    """``spill.pairs`` of ``api`` with each request's place in the capture (``_at``); None
     without a request table."""
-    req = _files(outdir, f"{api}Request")
+    req = files(outdir, f"{api}Request")
     if not req:
         return None
-    resp = _files(outdir, f"{api}Response")
-    pairs = spill.pairs(req, resp, [*_LINK, *request_cols], response_cols)
-    on = " AND ".join(f'p."{c}" IS NOT DISTINCT FROM o."{c}"' for c in _LINK)
-    return f"(SELECT p.*, o._at FROM {pairs} p LEFT JOIN {_request_order(req)} o ON {on})"
+    cols = [*LINK, "_ts_first", *request_cols, "file_index", "file_row_number"]
+    linked = pairs(req, files(outdir, f"{api}Response"), cols, response_cols)
+    return f"(SELECT * EXCLUDE (file_index, file_row_number), {place()} AS _at FROM {linked})"
 
 
-def _produced(files: Sequence[Path]) -> str:
-    """Produced record batches with a producer id (>= 0), in capture order (``compute._produced``)."""
+def _produced(paths: Sequence[Path]) -> str:
+    """Produced record batches (ProduceRequest) with a producer id (>= 0), with their place in the
+    capture (``_at``)."""
     return f"""(SELECT _client_id AS client_id, _ts_first AS ts, _correlation_id AS correlation_id,
                        topic, "partition", producer_id, producer_epoch, base_sequence, record_count,
                        transactional, _at
-                FROM {_ordered(files)}
+                FROM {_ordered(paths)}
                 WHERE _message = 'ProduceRequest' AND producer_id >= 0)"""
 
 
@@ -146,23 +116,23 @@ def producers(outdir: str | Path) -> pa.Table:
     transactional or not, batches, records, partitions written, first and last batch; with the
     transactional id where an InitProducerId response in the capture gave that id (the last
     such answer in capture order)."""
-    files = _files(outdir, "record_batches")
-    if not files:
+    produced = files(outdir, "record_batches")
+    if not produced:
         return _PRODUCERS.empty_table()
-    pairs = _paired(outdir, "InitProducerId", ["transactional_id"], ["producer_id", "error_code"])
-    if pairs is None:
+    linked = _paired(outdir, "InitProducerId", ["transactional_id"], ["producer_id", "error_code"])
+    if linked is None:
         ids = "(SELECT NULL::BIGINT AS producer_id, NULL::VARCHAR AS transactional_id WHERE false)"
     else:
-        # the last answer in capture order wins, as a dict filled in request order did (a null
-        # transactional id too: arg_max_null keeps it)
+        # an id given twice (a producer id reused): the last answer in capture order says whose it
+        # is, even a null transactional id (arg_max_null keeps it)
         ids = f"""(SELECT r_producer_id AS producer_id,
                           arg_max_null(transactional_id, _at) AS transactional_id
-                   FROM {pairs} WHERE r_error_code = 0 AND r_producer_id IS NOT NULL GROUP BY ALL)"""
+                   FROM {linked} WHERE r_error_code = 0 AND r_producer_id IS NOT NULL GROUP BY ALL)"""
     # partitions: distinct (topic, partition) by a GROUP BY first (spills), not count(DISTINCT)
-    # (held in memory per group); a null topic counts as the topic "" (compute's ``tp``), a
-    # null partition not at all
+    # (held in memory per group); a null topic counts as the topic "", a null partition not at
+    # all
     sql = f"""
-        WITH b AS {_produced(files)},
+        WITH b AS {_produced(produced)},
         tp AS (
             SELECT producer_id, producer_epoch, client_id, coalesce(topic, '') AS topic, "partition",
                    bool_or(transactional) AS transactional, count(record_count) AS batches,
@@ -178,10 +148,10 @@ def producers(outdir: str | Path) -> pa.Table:
         SELECT g.producer_id, g.producer_epoch, i.transactional_id, g.client_id, g.transactional,
                g.batches, g.records, g.partitions, g.first, g.last
         FROM g LEFT JOIN {ids} i ON g.producer_id = i.producer_id
-        -- ties (another epoch or client id with the same first batch): the old order was
-        -- pyarrow's grouper's, not defined; here the order the groups first appear
+        -- ties (another epoch or client id with the same first batch): the order the groups
+        -- first appear in the capture
         ORDER BY g.first ASC NULLS LAST, g.producer_id ASC NULLS LAST, g._at"""
-    with spill.Spill() as db:
+    with Spill() as db:
         return db.table(sql).cast(_PRODUCERS)
 
 
@@ -190,21 +160,21 @@ def sequences(outdir: str | Path) -> pa.Table:
     many, first and last sequence, gaps (a batch whose base sequence is past the one expected:
     the furthest end of the batches before it, unwrapped after 2^31 - 1) and duplicates (a batch
     at or before the one expected: a retry, or one sent twice), and the records the gaps skip."""
-    files = _files(outdir, "record_batches")
-    if not files:
+    produced = files(outdir, "record_batches")
+    if not produced:
         return _SEQUENCES.empty_table()
-    # DuckDB sorts (spilling) the batches as the old sort did: key, then time, correlation id,
-    # base sequence, nulls last, ties in capture order. The walk along them is a running state
-    # per key, kept here one record batch at a time: window functions over one key hold that
-    # key's batches in memory (a single busy producer and partition, and DuckDB runs out)
+    # DuckDB sorts (spilling) the batches: key, then time, correlation id, base sequence, nulls
+    # last, ties in capture order. The walk along them is a running state per key, kept here one
+    # record batch at a time: window functions over one key hold that key's batches in memory
+    # (a single busy producer and partition, and DuckDB runs out)
     sql = f"""
         SELECT producer_id, producer_epoch, topic, "partition", base_sequence, record_count
-        FROM {_produced(files)}
+        FROM {_produced(produced)}
         ORDER BY producer_id ASC NULLS LAST, producer_epoch ASC NULLS LAST, topic ASC NULLS LAST,
                  "partition" ASC NULLS LAST, ts ASC NULLS LAST, correlation_id ASC NULLS LAST,
                  base_sequence ASC NULLS LAST, _at"""
     walk = _Walk()
-    with spill.Spill() as db:
+    with Spill() as db:
         reader = db.con.sql(sql).to_arrow_reader(_ROWS)
         for batch in reader:
             if batch.num_rows:
@@ -218,8 +188,8 @@ _ROWS = compute.BATCH_ROWS  # the rows of a record batch walked at a time
 
 
 class _Walk:
-    """The sequence walk of ``compute.sequences`` over batches in key order, a record batch at
-    a time: a key's state (its last sequence, wraps, furthest end, counts) carries over to the
+    """The sequence walk of ``sequences`` over batches in key order, a record batch at a time:
+    a key's state (its last sequence, wraps, furthest end, counts) carries over to the
     next record batch while the key goes on."""
 
     def __init__(self) -> None:
@@ -232,7 +202,7 @@ class _Walk:
     def add(self, rb: pa.RecordBatch) -> None:
         n = rb.num_rows
         t = pa.Table.from_batches([rb])
-        change = np.zeros(n, bool)  # where a key starts (null equal to null, as the old)
+        change = np.zeros(n, bool)  # where a key starts (a null key equals a null key)
         for k in _KEYS:
             col = t[k].combine_chunks()
             if n > 1:
@@ -245,7 +215,7 @@ class _Walk:
         change[0] = not going_on
         if not going_on:
             self._finish()
-        # as the old: base sequence and record count as int64 (numpy's conversion)
+        # base sequence and record count as int64: the walk's sums never overflow
         seq = t["base_sequence"].to_numpy().astype(np.int64)
         count = t["record_count"].to_numpy().astype(np.int64)
         prev = np.empty(n, np.int64)
@@ -266,7 +236,7 @@ class _Walk:
         u = seq + wraps * _WRAP
         end = u + count
         # the furthest end before each batch: one running maximum over segments lifted apart
-        # (as the old), the key going on seeded with its furthest end so far
+        # (each key's values above the last's), the key going on seeded with its furthest end
         lift = sid * 2**36 + 2**32
         seed = self.reach + 2**32 if going_on else -(2**62)
         acc = np.maximum.accumulate(np.concatenate([[seed], end + lift]))
@@ -340,58 +310,51 @@ def transactions(outdir: str | Path, limit: int | None = None) -> pa.Table:
     what the producer asked (COMMIT or ABORT) and the broker's answer (error name; null: no
     response in the capture), by time and correlation id (ties in capture order). With
     ``limit``, the first ``limit`` rows and the whole table's row count (``total_rows``)."""
-    pairs = _paired(
+    linked = _paired(
         outdir, "EndTxn", ["_client_id", "transactional_id", "producer_id", "producer_epoch", "committed"],
         ["error_code"],
     )  # fmt: skip
-    if pairs is None:
-        return _limited(_TRANSACTIONS.empty_table(), 0, limit)
-    sql = f"""
-        SELECT _ts_first AS ts, transactional_id, producer_id, producer_epoch,
-               CASE WHEN committed THEN 'COMMIT' WHEN NOT committed THEN 'ABORT' END AS outcome,
-               _client_id AS client_id, _correlation_id AS correlation_id,
-               r_error_code::SMALLINT AS error_code
-        FROM {pairs}
-        ORDER BY ts ASC NULLS LAST, correlation_id ASC NULLS LAST, _at"""
-    with spill.Spill() as db:
-        if limit is None:
-            t = db.table(sql)
-            total = t.num_rows
-        else:
-            total = db.table(f"SELECT count(*) AS n FROM {pairs}")["n"][0].as_py()
-            t = db.table(f"{sql}\n        LIMIT {int(limit)}")  # a top-n: only ``limit`` rows held
-    t = t.append_column("error", compute._error_names(t["error_code"]))
-    return _limited(t.cast(_TRANSACTIONS), total, limit)
+    if linked is None:
+        return with_total(_TRANSACTIONS.empty_table(), 0, limit)
 
+    def named(t: pa.Table) -> pa.Table:
+        return t.append_column("error", compute._error_names(t["error_code"])).cast(_TRANSACTIONS)
 
-def _limited(t: pa.Table, total: int, limit: int | None) -> pa.Table:
-    if limit is None:
-        return t
-    meta = {**(t.schema.metadata or {}), b"total_rows": str(total).encode()}
-    return t.slice(0, limit).replace_schema_metadata(meta)
+    with Spill() as db:
+        db.con.execute(f"""
+            CREATE TABLE result AS
+            SELECT _ts_first AS ts, transactional_id, producer_id, producer_epoch,
+                   CASE WHEN committed THEN 'COMMIT' WHEN NOT committed THEN 'ABORT' END AS outcome,
+                   _client_id AS client_id, _correlation_id AS correlation_id,
+                   r_error_code::SMALLINT AS error_code, _at
+            FROM {linked}""")
+        # (a request answered twice: its rows in the order of their error codes)
+        order = "ts ASC NULLS LAST, correlation_id ASC NULLS LAST, _at, error_code NULLS LAST"
+        columns = ", ".join(f.name for f in _TRANSACTIONS if f.name != "error")
+        return limited(db, "result", order, limit, named, columns=columns)
 
 
 def markers(outdir: str | Path) -> pa.Table:
     """Transaction markers (control records COMMIT and ABORT) seen in the records, per side
     (produce, fetch), topic, partition, producer id (its batch's) and type: how many distinct
     markers (by offset: one fetched twice counts once), and the first and last offset."""
-    files = _files(outdir, "record_markers")
-    if not files:
+    marks = files(outdir, "record_markers")
+    if not marks:
         return _MARKERS.empty_table()
-    sides = " ".join(f"WHEN {_text(m)} THEN {_text(s)}" for m, s in compute.SIDES.items())
-    messages = ", ".join(_text(m) for m in compute.SIDES)
-    batches = _files(outdir, "record_batches")
+    sides = " ".join(f"WHEN {literal(m)} THEN {literal(s)}" for m, s in compute.SIDES.items())
+    messages = ", ".join(literal(m) for m in compute.SIDES)
+    batches = files(outdir, "record_batches")
     if batches:
-        pid = f"(SELECT batch_id, producer_id FROM {spill.parquet(batches)})"
+        pid = f"(SELECT batch_id, producer_id FROM {parquet(batches)})"
     else:
         pid = "(SELECT NULL::BIGINT AS batch_id, NULL::BIGINT AS producer_id WHERE false)"
     # each marker's batch's producer id: a control batch, as few as the markers (a batch id
-    # found twice gives each of its producer ids, as the old join did)
+    # found twice with two producer ids gives the marker under each)
     sql = f"""
         WITH m AS (
             SELECT DISTINCT CASE _message {sides} END AS side, topic, "partition", batch_id, type,
                    record_offset
-            FROM {spill.parquet(files)}
+            FROM {parquet(marks)}
             WHERE type IN ('COMMIT', 'ABORT') AND _message IN ({messages})),
         p AS (
             SELECT DISTINCT batch_id, producer_id FROM {pid}
@@ -404,5 +367,5 @@ def markers(outdir: str | Path) -> pa.Table:
         FROM d GROUP BY ALL
         ORDER BY side DESC NULLS LAST, topic ASC NULLS LAST, "partition" ASC NULLS LAST,
                  producer_id ASC NULLS LAST, type ASC NULLS LAST"""
-    with spill.Spill() as db:
+    with Spill() as db:
         return db.table(sql).cast(_MARKERS)

@@ -9,7 +9,12 @@ beyond the cap, so the report's memory follows the cap and not the capture.
 Each ``Spill`` is a database file in a folder of its own under the temporary folder, removed on
 close. The cap is ``MEMORY_LIMIT`` (``ARROWKAFKA_REPORT_MEMORY`` overrides it: ``512MB``, ``2GB``).
 Tables read from Parquet by ``parquet(paths)`` are streamed by DuckDB itself, only the columns a
-query names.
+query names. A row's place in the capture (what breaks ties of time) is its file's place in the
+table's parts and its row in that file: ``place``.
+
+The helpers every module shares: ``literal`` (a SQL string), ``files`` (a table's Parquet
+files), ``pairs`` (requests with their responses), ``limited`` and ``with_total`` (a list cut to
+its first rows, saying how long it is whole).
 """
 
 from __future__ import annotations
@@ -17,24 +22,82 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import duckdb
 import pyarrow as pa
 
-__all__ = ["MEMORY_LIMIT", "THREADS", "Spill", "parquet"]
+from arrowkafka.report import compute
+
+__all__ = [
+    "COLUMN_TYPES",
+    "LINK",
+    "MEMORY_LIMIT",
+    "THREADS",
+    "Spill",
+    "files",
+    "limited",
+    "literal",
+    "pairs",
+    "parquet",
+    "place",
+    "with_total",
+]
 
 MEMORY_LIMIT = "256MB"
 THREADS = 2
 
+# what pairs a response with its request, with the request's time (``_ts_first``, which the
+# response gives as ``_request_ts``): the capture file, the connection and the correlation id
+LINK = ["_capture", "_client", "_broker", "_correlation_id"]
+
+
+# the DuckDB type of each column a query reads that a table may lack (a capture without the
+# response table, a table written by a tool that decoded only some versions): a typed null
+COLUMN_TYPES = {
+    "error_code": "SMALLINT",
+    "group_id": "VARCHAR",
+    "member_id": "VARCHAR",
+    "generation_id": "INTEGER",
+    "member_epoch": "INTEGER",
+    "producer_id": "BIGINT",
+    "producer_epoch": "SMALLINT",
+}
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def place(prefix: str = "") -> str:
+    """A row's place in the capture as one number (for ORDER BY, min, arg_max): its file's place
+    in the table's parts, then its row in the file, from ``parquet``'s virtual columns
+    ``file_index`` and ``file_row_number`` (as ``pairs`` names them: ``r_`` for a response's)."""
+    return f"(({prefix}file_index::HUGEINT << 64) | {prefix}file_row_number)"
+
+
+def _path(p: Path | str) -> str:
+    # absolute (DuckDB would read a leading ``~`` as the home folder), and DuckDB reads every
+    # path as a glob: ``*``, ``?`` and ``[`` of a folder's name are matched as themselves
+    return "".join(f"[{c}]" if c in "*?[" else c for c in str(Path(p).absolute()))
+
 
 def parquet(paths: Sequence[Path | str]) -> str:
     """A DuckDB table expression over Parquet files (a table's parts read as one; a column a
-    part lacks is null there)."""
-    files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return f"read_parquet([{files}], union_by_name = true)"
+    part lacks is null there), each path as it is (no glob). Besides the files' columns, a row
+    has DuckDB's virtual columns ``file_index`` (its file's place in ``paths``) and
+    ``file_row_number``."""
+    names = ", ".join(literal(_path(p)) for p in paths)
+    return f"read_parquet([{names}], union_by_name = true)"
+
+
+def files(outdir: str | Path, table: str) -> list[Path]:
+    """The Parquet files of the folder's table ``table`` (none if it has no such table)."""
+    p = compute._path(outdir, table)
+    return compute._parts(p) if p is not None else []
 
 
 class Spill:
@@ -42,8 +105,9 @@ class Spill:
 
     def __init__(self, memory_limit: str | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="arrowkafka-report-"))
+        con = None
         try:
-            self.con = duckdb.connect(
+            self.con = con = duckdb.connect(
                 str(self.folder / "report.duckdb"),
                 config={
                     "memory_limit": memory_limit or os.environ.get("ARROWKAFKA_REPORT_MEMORY", MEMORY_LIMIT),
@@ -58,6 +122,8 @@ class Spill:
             )
             self.con.execute("SET enable_progress_bar = false")  # (it would draw on the terminal)
         except BaseException:
+            if con is not None:  # closed before its folder goes
+                con.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
 
@@ -83,13 +149,6 @@ class Spill:
         finally:
             self.con.unregister("_part")
 
-    def has(self, name: str) -> bool:
-        return bool(
-            self.con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-            ).fetchone()[0]  # type: ignore[index]
-        )
-
     def table(self, sql: str, params: Sequence[object] = ()) -> pa.Table:
         """The query's result as a ``pa.Table``."""
         return self.con.sql(sql, params=list(params) or None).to_arrow_table()
@@ -109,17 +168,30 @@ class Spill:
         self.close()
 
 
-# the DuckDB type of each response column ``pairs`` reads, for a capture without the response
-# table (a string column otherwise)
-_RESPONSE_TYPES = {
-    "error_code": "SMALLINT",
-    "member_id": "VARCHAR",
-    "generation_id": "INTEGER",
-    "member_epoch": "INTEGER",
-    "producer_id": "BIGINT",
-    "producer_epoch": "SMALLINT",
-    "_latency_ns": "BIGINT",
-}
+def with_total(t: pa.Table, total: int, limit: int | None) -> pa.Table:
+    """``t``, and with a ``limit`` (a list cut to its first rows) the whole list's row count as
+    the metadata ``total_rows`` (what the report says of the rows it does not show)."""
+    if limit is None:
+        return t
+    return t.replace_schema_metadata({**(t.schema.metadata or {}), b"total_rows": str(total).encode()})
+
+
+def limited(
+    db: Spill,
+    table: str,
+    order: str,
+    limit: int | None,
+    finish: Callable[[pa.Table], pa.Table] = lambda t: t,
+    columns: str = "*",
+) -> pa.Table:
+    """``columns`` of the table ``table`` of ``db`` by ``order``, ``finish``ed (cast, named):
+    all the rows, or with a ``limit`` the first ``limit`` (a top-n: only those are held) and
+    ``with_total`` the count of all."""
+    select = f"SELECT {columns} FROM {table} ORDER BY {order}"
+    if limit is None:
+        return finish(db.table(select))
+    total = db.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+    return with_total(finish(db.table(f"{select} LIMIT {max(int(limit), 0)}")), total, limit)
 
 
 def pairs(
@@ -135,17 +207,16 @@ def pairs(
     whose correlation ids come back (ports reused, a client restarted) pairs each with its own.
     Columns: ``request_cols`` as they are, ``response_cols`` prefixed ``r_``. ``response`` may
     be empty (only one direction captured): the response columns are then typed nulls."""
-    link = ["_capture", "_client", "_broker", "_correlation_id"]
     q_cols = ", ".join(f'q."{c}"' for c in dict.fromkeys(request_cols))
     r_cols = ", ".join(f'r."{c}" AS "r_{c}"' for c in response_cols)
     if response:
-        names = ", ".join(f'"{c}"' for c in [*link, "_request_ts", *response_cols])
+        names = ", ".join(f'"{c}"' for c in [*LINK, "_request_ts", *response_cols])
         r_src = f"(SELECT {names} FROM {parquet(response)})"
     else:
-        nulls = [f'NULL::VARCHAR AS "{c}"' for c in link[:3]] + ['NULL::INTEGER AS "_correlation_id"']
+        nulls = [f'NULL::VARCHAR AS "{c}"' for c in LINK[:3]] + ['NULL::INTEGER AS "_correlation_id"']
         nulls += ['NULL::TIMESTAMPTZ AS "_request_ts"']
-        nulls += [f'NULL::{_RESPONSE_TYPES.get(c, "VARCHAR")} AS "{c}"' for c in response_cols]
+        nulls += [f'NULL::{COLUMN_TYPES.get(c, "VARCHAR")} AS "{c}"' for c in response_cols]
         r_src = f"(SELECT {', '.join(nulls)} WHERE false)"
-    on = " AND ".join([*(f'q."{c}" = r."{c}"' for c in link), 'q."_ts_first" = r."_request_ts"'])
+    on = " AND ".join([*(f'q."{c}" = r."{c}"' for c in LINK), 'q."_ts_first" = r."_request_ts"'])
     sep = ", " if r_cols else ""
     return f"(SELECT {q_cols}{sep}{r_cols} FROM {parquet(request)} q LEFT JOIN {r_src} r ON {on})"
