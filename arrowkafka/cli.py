@@ -243,7 +243,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     table = str(Path(args.output, "FetchResponse.parquet").resolve()).replace("'", "''")
     query = f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms FROM '{table}' GROUP BY ALL"
     code = f"import duckdb; duckdb.sql({query!r}).show()"
-    print("\nquery it, e.g. with DuckDB (installed by the test extra), as shown from any folder:")
+    print("\nquery it, e.g. with DuckDB (installed with arrowkafka), as shown from any folder:")
     print(f"  {shlex.quote(sys.executable)} -c {shlex.quote(code)}")
     return 0
 

@@ -10,6 +10,9 @@ jemalloc; a Python caller keeps its own allocator); peak RSS is each child's own
 Prints a table (``--json``: JSON) and writes bench/results/<date>-report-memory-<size>GB.json.
 
     python bench/report_memory.py [--gigabytes 1] [--same-clients] [--json]
+
+The report's DuckDB steps run under ARROWKAFKA_REPORT_MEMORY (default spill.MEMORY_LIMIT); a
+run under another cap is kept with the cap in its file name.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from benchmarks.data import SHARED, scaled_capture
+
+from arrowkafka.report.spill import MEMORY_LIMIT
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent / "arrowkafka"
@@ -53,6 +58,7 @@ def main() -> None:
     ap.add_argument("--same-clients", action="store_true", help="the same connections in every repetition")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args()
+    cap = os.environ.get("ARROWKAFKA_REPORT_MEMORY", MEMORY_LIMIT)
     capture = scaled_capture(SHARED / "captures" / "tansu_confluent.pcap", args.gigabytes, args.same_clients)
     out = capture.with_suffix(".decoded")
     if not (out / "rejects.parquet").exists():
@@ -70,15 +76,18 @@ def main() -> None:
         "parquet_mb": round(parquet / 1e6, 1),
         "report_kb": round((out / "report-cli.html").stat().st_size / 1e3),
         "cpus": len(os.sched_getaffinity(0)),
+        # the cap DuckDB runs the report's whole-table steps under (ARROWKAFKA_REPORT_MEMORY)
+        "duckdb_memory_cap": cap,
         "runs": runs,
     }
     same = "-same-clients" if args.same_clients else ""
-    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB{same}.json"
+    capped = "" if cap == MEMORY_LIMIT else f"-cap{cap}"
+    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB{same}{capped}.json"
     results.write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"report of a {result['capture_gb']} GB capture, clients {result['clients']}"
+    print(f"report of a {result['capture_gb']} GB capture, clients {result['clients']}, DuckDB cap {cap}"
           f" ({result['parquet_mb']} MB of Parquet, report {result['report_kb']} KB)")  # fmt: skip
     for name, r in runs.items():
         print(f"  {name:<8} {r['seconds']:>7.1f} s   peak RSS {r['peak_rss_mb']:,.0f} MB")

@@ -152,7 +152,11 @@ def _batches(outdir: str | Path, table: str, columns: Sequence[str]) -> Iterator
     # one reader over a whole file keeps what it read (54 MB for two timestamp columns of 5 M
     # rows, pyarrow 26): memory would follow the table, not the row group
     for part in _parts(p):
-        with pq.ParquetFile(part) as f:
+        try:
+            f = pq.ParquetFile(part)
+        except (pa.ArrowInvalid, OSError) as e:  # (a file cut or damaged since decode wrote it)
+            raise pa.ArrowInvalid(f"{part}: {e}") from None
+        with f:
             leaves = _leaves(f, columns)
             for group in range(f.num_row_groups):
                 for batch in f.iter_batches(

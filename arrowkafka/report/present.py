@@ -22,10 +22,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.report import clients, compute, latencies, membership, offsets, producing
+from arrowkafka.report import clients, compute, latencies, membership, offsets, producing, spill
 from arrowkafka.report.errors import KAFKA_REVISION
 
 __all__ = ["ReportError", "build_report", "render_html"]
@@ -37,7 +38,8 @@ KINDS = 12  # (API, error) pairs drawn in the errors plot (the most frequent); t
 
 
 class ReportError(ArrowKafkaError):
-    """The report cannot be made: the folder is not decode output, or the file cannot be written."""
+    """The report cannot be made: the folder is not decode output, a table in it cannot be read,
+    a step needs more than its memory cap, or the file cannot be written."""
 
 
 def build_report(outdir: str | Path, output: str | Path | None = None) -> Path:
@@ -53,7 +55,22 @@ def build_report(outdir: str | Path, output: str | Path | None = None) -> Path:
         raise ReportError(f"{folder}: no such folder for the report")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ReportError(f"{target}: cannot write the report here")
-    text = render_html(outdir)
+    try:
+        text = render_html(outdir)
+    except duckdb.OutOfMemoryException as e:
+        cap = os.environ.get("ARROWKAFKA_REPORT_MEMORY", spill.MEMORY_LIMIT)
+        raise ReportError(
+            f"{outdir}: a step of the report needs more than its memory cap ({cap}): set "
+            f"ARROWKAFKA_REPORT_MEMORY higher ({_first_line(e)})"
+        ) from None
+    except duckdb.IOException as e:
+        raise ReportError(
+            f"{outdir}: the report could not read a table or spill to {tempfile.gettempdir()} "
+            f"(TMPDIR chooses the folder): {_first_line(e)}"
+        ) from None
+    except (duckdb.Error, pa.ArrowInvalid, pa.ArrowIOError) as e:
+        # a table cut or damaged after decode wrote it, a cap that is no size
+        raise ReportError(f"{outdir}: {_first_line(e)}") from None
     # written beside and renamed: a reader never sees half a report
     try:
         fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=folder)
@@ -71,6 +88,10 @@ def build_report(outdir: str | Path, output: str | Path | None = None) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 # ---------------------------------------------------------------------------------------------

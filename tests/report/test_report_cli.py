@@ -93,3 +93,61 @@ def test_decode_whose_report_fails(
     err = capsys.readouterr().err
     assert status == 1 and (out / "record_batches.parquet").is_file() and not (out / "report.html").exists()
     assert err == f"arrowkafka: error: the tables were written to {out}/; the report failed: no room\n"
+
+
+def _run_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "arrowkafka", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+
+
+def _tmp(tmp_path: Path) -> dict[str, str]:
+    """A temporary folder of the test's own for the report's spill folders (TMPDIR)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp_path / "tmp")}
+
+
+def test_a_table_damaged_after_decode(decoded: dict[str, Path], tmp_path: Path) -> None:
+    """A table cut after decode wrote it: the error names the file, and no spill folder or
+    half report is left."""
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    for p in decoded["tansu_confluent"].glob("*.parquet"):
+        (folder / p.name).write_bytes(p.read_bytes())
+    whole = (folder / "JoinGroupRequest.parquet").read_bytes()
+    (folder / "JoinGroupRequest.parquet").write_bytes(whole[: len(whole) // 2])
+    _one_line(_run_env(_tmp(tmp_path), "report", str(folder)), f"{folder / 'JoinGroupRequest.parquet'}")
+    assert not (folder / "report.html").exists() and not list(folder.glob(".report-*"))
+    assert not list((tmp_path / "tmp").iterdir())  # no spill folder left
+
+
+def test_the_memory_cap(decoded: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ARROWKAFKA_REPORT_MEMORY is the cap DuckDB runs under: too small says so in one line,
+    a cap that is no size too; every table under a cap of 32 MB equals the default's."""
+    import arrowkafka.report as rep
+
+    folder = str(decoded["tansu_confluent"])
+    out = tmp_path / "out"
+    out.mkdir()
+    for cap, says in (
+        ("1MB", "needs more than its memory cap (1MB): set ARROWKAFKA_REPORT_MEMORY higher"),
+        ("lots", "Memory must have a number"),
+    ):
+        env = {"ARROWKAFKA_REPORT_MEMORY": cap, **_tmp(tmp_path)}
+        _one_line(_run_env(env, "report", folder, "-o", str(out / "r.html")), says)
+    assert not list(out.iterdir()) and not list((tmp_path / "tmp").iterdir())
+    from arrowkafka.report import spill
+
+    monkeypatch.setenv("ARROWKAFKA_REPORT_MEMORY", "32MB")
+    with spill.Spill() as db:  # (DuckDB's MB is 1000^2 bytes)
+        assert db.table("SELECT current_setting('memory_limit') AS m")["m"][0].as_py() == "30.5 MiB"
+    small = {f.__name__: f(folder) for fs in rep.SECTIONS.values() for f in fs}
+    monkeypatch.delenv("ARROWKAFKA_REPORT_MEMORY")
+    for name, table in small.items():
+        assert table.equals(getattr(rep, name)(folder)), name
