@@ -166,13 +166,6 @@ def _batches(outdir: str | Path, table: str, columns: Sequence[str]) -> Iterator
                         yield pa.Table.from_batches([batch])
 
 
-def _read(outdir: str | Path, table: str, columns: Sequence[str]) -> pa.Table | None:
-    p = _path(outdir, table)
-    if p is None:
-        return None
-    return pa.concat_tables(pq.read_table(f, columns=list(columns), use_threads=False) for f in _parts(p))
-
-
 def _us(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Timestamps as int64 microseconds (a null as the int64 minimum)."""
     return pc.fill_null(pc.cast(pc.cast(ts, pa.timestamp("us", "UTC")), pa.int64()), -(2**63)).to_numpy()
@@ -368,9 +361,6 @@ def _total(*columns: pa.ChunkedArray | pa.Array) -> int | None:
 
 _BATCH_COLS = [
     "_message",
-    "_client",
-    "_broker",
-    "_client_id",
     "_ts_first",
     "topic",
     "partition",

@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import LINK, Spill, files, pairs, parquet, place
+from arrowkafka.report.spill import LINK, Spill, files, linked, pairs, parquet, place
 
 __all__ = ["committed_offsets", "lag"]
 
@@ -142,8 +142,7 @@ def _commit_rows(outdir: str | Path, api: str) -> str | None:
                NULL::VARCHAR AS topic, NULL::INTEGER AS partition_index,
                NULL::SMALLINT AS error_code
         WHERE false)"""
-    link = [*(f"q.{c} = r.{c}" for c in LINK), "q._ts_first = r._request_ts"]
-    on = " AND ".join([*link, "q.topic = r.topic", "q.partition_index = r.partition_index"])
+    on = " AND ".join([linked("q", "r"), "q.topic = r.topic", "q.partition_index = r.partition_index"])
     txn_cols = ", q.txn_id, q.pid" if txn else ""
     return f"""
         SELECT q._ts_first AS ts, q._capture AS capture, q.group_id, q.topic,
@@ -201,9 +200,9 @@ def _fetch_queries(outdir: str | Path) -> list[str]:
         # v0-7: one group, named in the request, so an answer counts with its request only (a
         # response whose request is not in the capture has no group to give an offset to)
         virtual = ["file_index", "file_row_number"]
-        linked = pairs(req, resp, [*LINK, "group_id"], ["_capture", "_ts_first", "topics", *virtual])
+        answered = pairs(req, resp, [*LINK, "group_id"], ["_capture", "_ts_first", "topics", *virtual])
         rows = _flatten(
-            linked,
+            answered,
             ["r__ts_first AS ts", "r__capture AS capture", "group_id", *(f"r_{c}" for c in virtual)],
             [("r_topics", "ti", ["name AS topic"]),
              ("e0.partitions", "pi", ["partition_index", "committed_offset", "error_code"])],

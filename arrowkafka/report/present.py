@@ -1,4 +1,5 @@
-"""The report as one self-contained HTML file: the tables ``compute`` returns, as HTML tables,
+"""The report as one self-contained HTML file: the report's tables (``compute`` and the DuckDB
+modules beside it; a list asked for its first ``MAX_ROWS`` rows only), as HTML tables,
 and plots drawn by matplotlib as inline SVG (no script, font, style sheet or image is fetched:
 the file opens offline in any browser).
 
@@ -68,8 +69,9 @@ def build_report(outdir: str | Path, output: str | Path | None = None) -> Path:
             f"{outdir}: the report could not read a table or spill to {tempfile.gettempdir()} "
             f"(TMPDIR chooses the folder): {_first_line(e)}"
         ) from None
-    except (duckdb.Error, pa.ArrowInvalid, pa.ArrowIOError) as e:
-        # a table cut or damaged after decode wrote it, a cap that is no size
+    except (duckdb.Error, pa.ArrowException, KeyError, TypeError, ValueError) as e:
+        # a table cut, damaged or replaced after decode wrote it (a column missing or of another
+        # type), a cap that is no size
         raise ReportError(f"{outdir}: {_first_line(e)}") from None
     # written beside and renamed: a reader never sees half a report
     try:
@@ -597,9 +599,9 @@ def render_html(outdir: str | Path) -> str:
         )
 
     # producers
-    prods = producing.producers(outdir)
+    prods = producing.producers(outdir, MAX_ROWS)
     txns = producing.transactions(outdir, MAX_ROWS)
-    marks = producing.markers(outdir)
+    marks = producing.markers(outdir, MAX_ROWS)
     if prods.num_rows == 0 and txns.num_rows == 0 and marks.num_rows == 0:
         sections["producers"] = (
             '<p class="empty">No producer ids in this capture: no produced record batch '
@@ -618,7 +620,7 @@ def render_html(outdir: str | Path) -> str:
                 "it (a retry).</p>",
                 _table(
                     "sequences",
-                    producing.sequences(outdir),
+                    producing.sequences(outdir, MAX_ROWS),
                     "No produced record batch carries a producer id in this capture.",
                 ),
                 "<h3>Transactions (EndTxn)</h3>",

@@ -111,14 +111,16 @@ def _produced(paths: Sequence[Path]) -> str:
                 WHERE _message = 'ProduceRequest' AND producer_id >= 0)"""
 
 
-def producers(outdir: str | Path) -> pa.Table:
+def producers(outdir: str | Path, limit: int | None = None) -> pa.Table:
     """Per producer id and epoch (from produced record batches with a producer id): client id,
     transactional or not, batches, records, partitions written, first and last batch; with the
     transactional id where an InitProducerId response in the capture gave that id (the last
-    such answer in capture order)."""
+    such answer in capture order). With ``limit``, the first ``limit`` rows and the whole
+    table's row count (``total_rows``): a producer id per idempotent producer, and clients make
+    one per run."""
     produced = files(outdir, "record_batches")
     if not produced:
-        return _PRODUCERS.empty_table()
+        return with_total(_PRODUCERS.empty_table(), 0, limit)
     linked = _paired(outdir, "InitProducerId", ["transactional_id"], ["producer_id", "error_code"])
     if linked is None:
         ids = "(SELECT NULL::BIGINT AS producer_id, NULL::VARCHAR AS transactional_id WHERE false)"
@@ -146,23 +148,26 @@ def producers(outdir: str | Path) -> pa.Table:
                    min(_at) AS _at
             FROM tp GROUP BY ALL)
         SELECT g.producer_id, g.producer_epoch, i.transactional_id, g.client_id, g.transactional,
-               g.batches, g.records, g.partitions, g.first, g.last
-        FROM g LEFT JOIN {ids} i ON g.producer_id = i.producer_id
-        -- ties (another epoch or client id with the same first batch): the order the groups
-        -- first appear in the capture
-        ORDER BY g.first ASC NULLS LAST, g.producer_id ASC NULLS LAST, g._at"""
+               g.batches, g.records, g.partitions, g.first, g.last, g._at
+        FROM g LEFT JOIN {ids} i ON g.producer_id = i.producer_id"""
+    # ties (another epoch or client id with the same first batch): the order the groups first
+    # appear in the capture
+    order = "first ASC NULLS LAST, producer_id ASC NULLS LAST, _at"
+    columns = ", ".join(_PRODUCERS.names)
     with Spill() as db:
-        return db.table(sql).cast(_PRODUCERS)
+        db.con.execute(f"CREATE TABLE result AS {sql}")
+        return limited(db, "result", order, limit, lambda t: t.cast(_PRODUCERS), columns=columns)
 
 
-def sequences(outdir: str | Path) -> pa.Table:
+def sequences(outdir: str | Path, limit: int | None = None) -> pa.Table:
     """Per producer id, epoch, topic and partition, the produced batches in capture order: how
     many, first and last sequence, gaps (a batch whose base sequence is past the one expected:
     the furthest end of the batches before it, unwrapped after 2^31 - 1) and duplicates (a batch
-    at or before the one expected: a retry, or one sent twice), and the records the gaps skip."""
+    at or before the one expected: a retry, or one sent twice), and the records the gaps skip.
+    With ``limit``, the first ``limit`` rows and the whole table's row count (``total_rows``)."""
     produced = files(outdir, "record_batches")
     if not produced:
-        return _SEQUENCES.empty_table()
+        return with_total(_SEQUENCES.empty_table(), 0, limit)
     # DuckDB sorts (spilling) the batches: key, then time, correlation id, base sequence, nulls
     # last, ties in capture order. The walk along them is a running state per key, kept here one
     # record batch at a time: window functions over one key hold that key's batches in memory
@@ -173,13 +178,13 @@ def sequences(outdir: str | Path) -> pa.Table:
         ORDER BY producer_id ASC NULLS LAST, producer_epoch ASC NULLS LAST, topic ASC NULLS LAST,
                  "partition" ASC NULLS LAST, ts ASC NULLS LAST, correlation_id ASC NULLS LAST,
                  base_sequence ASC NULLS LAST, _at"""
-    walk = _Walk()
+    walk = _Walk(limit)
     with Spill() as db:
         reader = db.con.sql(sql).to_arrow_reader(_ROWS)
         for batch in reader:
             if batch.num_rows:
                 walk.add(batch)
-    return walk.table()
+    return with_total(walk.table(), walk.rows, limit)
 
 
 _KEYS = ["producer_id", "producer_epoch", "topic", "partition"]
@@ -192,8 +197,10 @@ class _Walk:
     a key's state (its last sequence, wraps, furthest end, counts) carries over to the
     next record batch while the key goes on."""
 
-    def __init__(self) -> None:
-        self.done: list[pa.Table] = []  # the keys finished: a row each
+    def __init__(self, limit: int | None = None) -> None:
+        # the keys finished, a row each, in the table's order: the first ``limit`` are kept
+        self.done: list[pa.Table] = []
+        self.limit, self.rows = limit, 0
         self.key: tuple[object, ...] | None = None  # the key going on, and its state
         self.head: pa.Table | None = None  # its key columns (a row)
         self.seq = self.wraps = self.reach = 0
@@ -265,7 +272,7 @@ class _Walk:
         # every segment but the last is finished; the last goes on into the next record batch
         m = len(segs) - 1
         if m:
-            self.done.append(self._rows(heads.slice(0, m), {c: v[:m] for c, v in rows.items()}))
+            self._keep(self._rows(heads.slice(0, m), {c: v[:m] for c, v in rows.items()}))
         self.head = heads.slice(m, 1)
         self.key = tuple(t[k][n - 1].as_py() for k in _KEYS)
         self.seq, self.wraps, self.reach = int(seq[-1]), int(wraps[-1]), int(last_reach[m])
@@ -295,8 +302,14 @@ class _Walk:
             "batches": [self.batches], "first": [self.first], "reach": [self.reach],
             "gaps": [self.gaps], "missing": [self.missing], "duplicates": [self.duplicates],
         }  # fmt: skip
-        self.done.append(self._rows(self.head, {c: np.array(v, np.int64) for c, v in last.items()}))
+        self._keep(self._rows(self.head, {c: np.array(v, np.int64) for c, v in last.items()}))
         self.head = self.key = None
+
+    def _keep(self, rows: pa.Table) -> None:
+        room = rows.num_rows if self.limit is None else max(self.limit - self.rows, 0)
+        if room:
+            self.done.append(rows.slice(0, room))
+        self.rows += rows.num_rows
 
     def table(self) -> pa.Table:
         self._finish()
@@ -334,13 +347,14 @@ def transactions(outdir: str | Path, limit: int | None = None) -> pa.Table:
         return limited(db, "result", order, limit, named, columns=columns)
 
 
-def markers(outdir: str | Path) -> pa.Table:
+def markers(outdir: str | Path, limit: int | None = None) -> pa.Table:
     """Transaction markers (control records COMMIT and ABORT) seen in the records, per side
     (produce, fetch), topic, partition, producer id (its batch's) and type: how many distinct
-    markers (by offset: one fetched twice counts once), and the first and last offset."""
+    markers (by offset: one fetched twice counts once), and the first and last offset. With
+    ``limit``, the first ``limit`` rows and the whole table's row count (``total_rows``)."""
     marks = files(outdir, "record_markers")
     if not marks:
-        return _MARKERS.empty_table()
+        return with_total(_MARKERS.empty_table(), 0, limit)
     sides = " ".join(f"WHEN {literal(m)} THEN {literal(s)}" for m, s in compute.SIDES.items())
     messages = ", ".join(literal(m) for m in compute.SIDES)
     batches = files(outdir, "record_batches")
@@ -364,8 +378,9 @@ def markers(outdir: str | Path) -> pa.Table:
             FROM m LEFT JOIN p ON m.batch_id = p.batch_id)
         SELECT side, topic, "partition", producer_id, type, count(record_offset) AS markers,
                min(record_offset) AS first_offset, max(record_offset) AS last_offset
-        FROM d GROUP BY ALL
-        ORDER BY side DESC NULLS LAST, topic ASC NULLS LAST, "partition" ASC NULLS LAST,
-                 producer_id ASC NULLS LAST, type ASC NULLS LAST"""
+        FROM d GROUP BY ALL"""
+    order = """side DESC NULLS LAST, topic ASC NULLS LAST, "partition" ASC NULLS LAST,
+               producer_id ASC NULLS LAST, type ASC NULLS LAST"""
     with Spill() as db:
-        return db.table(sql).cast(_MARKERS)
+        db.con.execute(f"CREATE TABLE result AS {sql}")
+        return limited(db, "result", order, limit, lambda t: t.cast(_MARKERS))

@@ -6,11 +6,11 @@ beyond the cap, so the report's memory follows the cap and not the capture.
         db.store("commits", parts)                 # Arrow tables, appended as they come
         t = db.table("SELECT ... FROM commits ...")  # a pa.Table (only what the query keeps)
 
-Each ``Spill`` is a database file in a folder of its own under the temporary folder, removed on
-close. The cap is ``MEMORY_LIMIT`` (``ARROWKAFKA_REPORT_MEMORY`` overrides it: ``512MB``, ``2GB``).
-Tables read from Parquet by ``parquet(paths)`` are streamed by DuckDB itself, only the columns a
-query names. A row's place in the capture (what breaks ties of time) is its file's place in the
-table's parts and its row in that file: ``place``.
+Each ``Spill`` is an in-memory database that spills to a folder of its own under the temporary
+folder, removed on close. The cap is ``MEMORY_LIMIT`` (``ARROWKAFKA_REPORT_MEMORY`` overrides
+it: ``512MB``, ``2GB``). Tables read from Parquet by ``parquet(paths)`` are streamed by DuckDB
+itself, only the columns a query names. A row's place in the capture (what breaks ties of
+time) is its file's place in the table's parts and its row in that file: ``place``.
 
 The helpers every module shares: ``literal`` (a SQL string), ``files`` (a table's Parquet
 files), ``pairs`` (requests with their responses), ``limited`` and ``with_total`` (a list cut to
@@ -20,6 +20,7 @@ its first rows, saying how long it is whole).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +40,7 @@ __all__ = [
     "Spill",
     "files",
     "limited",
+    "linked",
     "literal",
     "pairs",
     "parquet",
@@ -104,13 +106,19 @@ class Spill:
     """A DuckDB database for one computation: memory capped, spilling to its own folder."""
 
     def __init__(self, memory_limit: str | None = None) -> None:
+        cap = memory_limit or os.environ.get("ARROWKAFKA_REPORT_MEMORY") or MEMORY_LIMIT
+        # (DuckDB takes a negative or unknown size as no cap at all: 80% of the machine)
+        if not re.fullmatch(r"\s*\d+(\.\d+)?\s*([KMGT]i?B|B)\s*", cap, re.IGNORECASE):
+            raise ValueError(f"ARROWKAFKA_REPORT_MEMORY: {cap!r} is not a size such as 256MB or 2GB")
         self.folder = Path(tempfile.mkdtemp(prefix="arrowkafka-report-"))
         con = None
         try:
+            # in memory: what it stores spills to the folder too, and a run killed mid-way
+            # leaves no database file behind
             self.con = con = duckdb.connect(
-                str(self.folder / "report.duckdb"),
+                ":memory:",
                 config={
-                    "memory_limit": memory_limit or os.environ.get("ARROWKAFKA_REPORT_MEMORY", MEMORY_LIMIT),
+                    "memory_limit": cap,
                     "temp_directory": str(self.folder / "spill"),
                     "threads": THREADS,
                     # no query here depends on the order rows come back in without ORDER BY
@@ -194,6 +202,15 @@ def limited(
     return with_total(finish(db.table(f"{select} LIMIT {max(int(limit), 0)}")), total, limit)
 
 
+def linked(request: str, response: str) -> str:
+    """The SQL condition that the rows ``response`` (a response table's) answer the rows
+    ``request``: the same capture file, connection (client and broker) and correlation id, and
+    the request's time (``_ts_first``) is the response's ``_request_ts``. A connection whose
+    correlation ids come back (ports reused, a client restarted) pairs each with its own."""
+    same = [f'{request}."{c}" = {response}."{c}"' for c in LINK]
+    return " AND ".join([*same, f'{request}."_ts_first" = {response}."_request_ts"'])
+
+
 def pairs(
     request: Sequence[Path | str],
     response: Sequence[Path | str],
@@ -206,7 +223,8 @@ def pairs(
     correlation id whose time (``_ts_first``) is the response's ``_request_ts``: a connection
     whose correlation ids come back (ports reused, a client restarted) pairs each with its own.
     Columns: ``request_cols`` as they are, ``response_cols`` prefixed ``r_``. ``response`` may
-    be empty (only one direction captured): the response columns are then typed nulls."""
+    be empty (only one direction captured): the response columns are then typed nulls (the rule:
+    ``linked``)."""
     q_cols = ", ".join(f'q."{c}"' for c in dict.fromkeys(request_cols))
     r_cols = ", ".join(f'r."{c}" AS "r_{c}"' for c in response_cols)
     if response:
@@ -217,6 +235,6 @@ def pairs(
         nulls += ['NULL::TIMESTAMPTZ AS "_request_ts"']
         nulls += [f'NULL::{COLUMN_TYPES.get(c, "VARCHAR")} AS "{c}"' for c in response_cols]
         r_src = f"(SELECT {', '.join(nulls)} WHERE false)"
-    on = " AND ".join([*(f'q."{c}" = r."{c}"' for c in LINK), 'q."_ts_first" = r."_request_ts"'])
+    on = linked("q", "r")
     sep = ", " if r_cols else ""
     return f"(SELECT {q_cols}{sep}{r_cols} FROM {parquet(request)} q LEFT JOIN {r_src} r ON {on})"

@@ -133,3 +133,35 @@ def test_no_math_markup_is_drawn_as_text(decoded: dict[str, Path], capture: str)
     labels (10^-1, ...) once came out as their markup, ``$\\mathdefault{10^{-1}}$``."""
     text = (decoded[capture] / "report.html").read_text(encoding="utf-8")
     assert "mathdefault" not in text and "$" not in re.sub(r"<script.*?</script>", "", text, flags=re.S)
+
+
+# the lists the page cuts to their first rows
+LISTS = [
+    "connections",
+    "throughput_by_client",
+    "group_events",
+    "transactions",
+    "producers",
+    "sequences",
+    "markers",
+]
+
+
+@pytest.mark.parametrize("name", LISTS)
+def test_a_list_cut_to_its_first_rows(decoded: dict[str, Path], name: str) -> None:
+    """What the page asks of a list: its first rows, and how many the whole list has."""
+    for folder in decoded.values():
+        full = getattr(rep, name)(folder)
+        assert b"total_rows" not in (full.schema.metadata or {})
+        for k in (0, 1, 3):
+            cut = getattr(rep, name)(folder, k)
+            assert int(cut.schema.metadata[b"total_rows"]) == full.num_rows, (folder, k)
+            assert cut.replace_schema_metadata(full.schema.metadata).equals(full.slice(0, k)), (folder, k)
+
+
+def test_the_page_says_how_long_a_cut_list_is() -> None:
+    from arrowkafka.report import present
+
+    cut = pa.table({"x": list(range(present.MAX_ROWS))}).replace_schema_metadata({b"total_rows": b"500"})
+    page = present._table("x", cut, "")
+    assert 'data-rows="500"' in page and f"{500 - present.MAX_ROWS:,} more rows" in page
