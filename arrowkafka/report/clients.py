@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from arrowkafka.report import compute
 from arrowkafka.report.spill import Spill, files, limited, literal, parquet, with_total
 
-__all__ = ["connections", "overview", "throughput_by_client"]
+__all__ = ["PER_CONNECTION", "connections", "overview", "stage", "throughput_by_client"]
 
 _CONNECTIONS = pa.schema(
     [
@@ -66,12 +66,13 @@ _FRAMES = """CREATE TABLE frames (client VARCHAR, broker VARCHAR, capture VARCHA
     requests BIGINT, responses BIGINT, first TIMESTAMPTZ, last TIMESTAMPTZ)"""
 
 
-def _stage(db: Spill, outdir: str | Path, requests_only: bool = False) -> None:
+def stage(db: Spill, outdir: str | Path, requests_only: bool = False, among: str | None = None) -> None:
     """Fill the table ``frames`` of ``db``: per message table, its frames aggregated per
     connection (``client``, ``broker``) and capture file: the smallest ``client_id`` (a
     request's: a response carries none), ``requests``, ``responses``, ``first``, ``last``.
     Empty if the folder has no message table. ``requests_only``: the request tables alone (all
-    the client ids need)."""
+    the client ids need); ``among``: only the connections of that table of ``db`` (its
+    ``_client`` and ``_broker``), say a few rows that want their client ids."""
     tables = {
         m: p for m, p in compute.message_tables(outdir).items() if m.endswith("Request") or not requests_only
     }
@@ -84,15 +85,18 @@ def _stage(db: Spill, outdir: str | Path, requests_only: bool = False) -> None:
         ids = "_client_id::VARCHAR" if named else "NULL::VARCHAR"
         # (a folder without ``_capture`` still has connections: only the overview counts files)
         capture = "_capture::VARCHAR" if compute._has(outdir, message, "_capture") else "NULL::VARCHAR"
+        only = (
+            f'SEMI JOIN {among} c ON f."_client" = c."_client" AND f."_broker" = c."_broker"' if among else ""
+        )
         db.con.execute(
             f"""INSERT INTO frames SELECT _client::VARCHAR, _broker::VARCHAR, {capture},
                 min({ids}), {"count(*), 0" if request else "0, count(*)"}, min(_ts_first), max(_ts_last)
-            FROM {parquet(compute._parts(path))} GROUP BY 1, 2, 3"""
+            FROM {parquet(compute._parts(path))} f {only} GROUP BY 1, 2, 3"""
         )
 
 
 # a row per connection (client, broker), from ``frames``: the smallest client id of its requests
-_PER_CONNECTION = """SELECT client, broker, min(client_id) AS client_id, sum(requests)::BIGINT AS requests,
+PER_CONNECTION = """SELECT client, broker, min(client_id) AS client_id, sum(requests)::BIGINT AS requests,
     sum(responses)::BIGINT AS responses, min(first) AS first, max(last) AS last
     FROM frames GROUP BY client, broker"""
 
@@ -116,8 +120,8 @@ def _cached(key: tuple[tuple[str, int, int], ...], outdir: str, limit: int) -> p
 def _connections(outdir: str, limit: int | None) -> pa.Table:
     order = "first NULLS LAST, client NULLS LAST, broker NULLS LAST"
     with Spill() as db:
-        _stage(db, outdir)
-        db.con.execute(f"CREATE TABLE result AS {_PER_CONNECTION}")
+        stage(db, outdir)
+        db.con.execute(f"CREATE TABLE result AS {PER_CONNECTION}")
         return limited(db, "result", order, limit, lambda t: t.cast(_CONNECTIONS))
 
 
@@ -126,7 +130,7 @@ def _counts(outdir: str | Path) -> dict[str, int]:
     counts as one file: a folder written without ``_capture`` still has one; a null address or
     id counts as none)."""
     with Spill() as db:
-        _stage(db, outdir)
+        stage(db, outdir)
 
         # each distinct count a DISTINCT subquery: a hash aggregate, which spills, where
         # count(DISTINCT) would hold every value in memory
@@ -134,7 +138,7 @@ def _counts(outdir: str | Path) -> dict[str, int]:
             return f"(SELECT count(*) FROM (SELECT DISTINCT {column} FROM {source}))"
 
         row = db.table(
-            f"""WITH c AS MATERIALIZED ({_PER_CONNECTION})
+            f"""WITH c AS MATERIALIZED ({PER_CONNECTION})
             SELECT (SELECT count(*) FROM c) AS connections,
                 {distinct("client", "c WHERE client IS NOT NULL")} AS client_addresses,
                 {distinct("client_id", "c WHERE client_id IS NOT NULL")} AS client_ids,
@@ -205,11 +209,11 @@ def throughput_by_client(outdir: str | Path, limit: int | None = None) -> pa.Tab
     # a batch on a connection no request names, or with a null address, has a null client id
     # (a join never matches null keys)
     select = f"""SELECT i.client_id, b.client, {", ".join(cols)}
-        FROM {per_connection} b LEFT JOIN ({_PER_CONNECTION}) i ON b.client = i.client AND b.broker = i.broker
+        FROM {per_connection} b LEFT JOIN ({PER_CONNECTION}) i ON b.client = i.client AND b.broker = i.broker
         GROUP BY i.client_id, b.client"""
     with Spill() as db:
         # a connection with no request has no row in ``frames`` then: a null client id all the same
-        _stage(db, outdir, requests_only=True)
+        stage(db, outdir, requests_only=True)
         keys = [pa.field(f, pa.string()) for f in ("client_id", "client")]
         schema = pa.schema([*keys, *(pa.field(f"{s}_{m}", pa.int64()) for s, m in _COUNTS)])
         db.con.execute(f"CREATE TABLE result AS {select}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from arrowkafka.report import compute
+from arrowkafka.report import clients, compute
 from arrowkafka.report.spill import Spill, literal, parquet, place
 
 __all__ = ["latency", "latency_over_time", "slowest"]
@@ -188,27 +188,14 @@ def slowest(outdir: str | Path, n: int = compute.SLOWEST) -> pa.Table:
             f'CREATE TABLE top AS SELECT * FROM tops ORDER BY "_latency_ns" DESC, {capture} LIMIT {int(n)}'
         )
         # a response carries no client id: its connection's requests do (the smallest, as in
-        # connections); read for the top's connections only (a null client or broker matches
-        # none: a null client id)
-        db.store(
-            "ids",
-            [],
-            schema=pa.schema([("_client", pa.string()), ("_broker", pa.string()), ("id", pa.string())]),
-        )
-        for _, parts in _tables(outdir, "Request"):
-            db.con.execute(f"""
-                INSERT INTO ids SELECT q."_client", q."_broker", min(q."_client_id"::VARCHAR)
-                FROM {parquet(parts)} q
-                SEMI JOIN top c ON q."_client" = c."_client" AND q."_broker" = c."_broker"
-                GROUP BY q."_client", q."_broker"
-            """)
+        # connections), read for the top's connections only
+        clients.stage(db, outdir, requests_only=True, among="top")
         t = db.table(f"""
             SELECT t.api, t."_version" AS version, t."_client" AS client, t."_broker" AS broker,
                 i.client_id, t."_correlation_id" AS correlation_id, t."_request_ts" AS request_ts,
                 t."_latency_ns" AS ns
-            FROM top t LEFT JOIN (
-                SELECT "_client", "_broker", min(id) AS client_id FROM ids GROUP BY ALL
-            ) i ON t."_client" = i."_client" AND t."_broker" = i."_broker"
+            FROM top t LEFT JOIN ({clients.PER_CONNECTION}) i
+                ON t."_client" = i.client AND t."_broker" = i.broker
             ORDER BY t."_latency_ns" DESC, t.api, t."_correlation_id" NULLS LAST, {capture}
         """)
     t = t.append_column("latency_ms", pa.array(_ms(t["ns"].to_numpy()), pa.float64()))
