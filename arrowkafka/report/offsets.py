@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import LINK, Spill, files, linked, pairs, parquet, place
+from arrowkafka.report.spill import LINK, Spill, files, linked, pairs, place, placed
 
 __all__ = ["committed_offsets", "lag"]
 
@@ -90,11 +90,6 @@ CREATE TABLE f (
 """
 
 
-def _scan(paths: Sequence[Path]) -> str:
-    """A table's Parquet files (``spill.parquet``) with each row's place in the capture, ``_at``."""
-    return f"(SELECT *, {place()} AS _at FROM {parquet(paths)})"
-
-
 def _flatten(src: str, keep: Sequence[str], levels: Sequence[tuple[str, str, Sequence[str]]]) -> str:
     """A SQL query: a row per element of nested lists of ``src``'s rows (a null or empty list
     gives none) with ``keep`` (columns, or ``expr AS name``). Each level is (its list: a column,
@@ -124,14 +119,14 @@ def _commit_rows(outdir: str | Path, api: str) -> str | None:
         return None
     txn = ["transactional_id AS txn_id", "producer_id AS pid"] if api == "TxnOffsetCommit" else []
     q = _flatten(
-        _scan(req),
+        placed(req),
         [*LINK, "_ts_first", "group_id", *txn, "_at"],
         [("topics", "ti", ["name AS topic"]),
          ("e0.partitions", "pi", ["partition_index", "committed_offset"])],
     )  # fmt: skip
     if resp:
         r = _flatten(
-            _scan(resp),
+            placed(resp),
             [*LINK, "_request_ts"],
             [("topics", "ti", ["name AS topic"]), ("e0.partitions", "pi", ["partition_index", "error_code"])],
         )
@@ -216,7 +211,7 @@ def _fetch_queries(outdir: str | Path) -> list[str]:
             FROM {rows}""")
     if compute._has(outdir, "OffsetFetchResponse", "groups"):  # v8+: groups, each named
         rows = _flatten(
-            _scan(resp),
+            placed(resp),
             ["_ts_first AS ts", "_capture AS capture", "_at"],
             [("groups", "gi", ["group_id", "error_code AS group_error"]),
              ("e0.topics", "ti", ["name AS topic"]),

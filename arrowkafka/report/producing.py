@@ -24,7 +24,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.report import compute
-from arrowkafka.report.spill import LINK, Spill, files, limited, literal, pairs, parquet, place, with_total
+from arrowkafka.report.spill import (
+    LINK,
+    Spill,
+    files,
+    limited,
+    literal,
+    pairs,
+    parquet,
+    place,
+    placed,
+    with_total,
+)
 
 __all__ = ["markers", "producers", "sequences", "transactions"]
 
@@ -83,11 +94,6 @@ _MARKERS = pa.schema(
 )
 
 
-def _ordered(paths: Sequence[Path]) -> str:
-    """``spill.parquet`` with each row's place in the capture, ``_at``."""
-    return f"(SELECT *, {place()} AS _at FROM {parquet(paths)})"
-
-
 def _paired(
     outdir: str | Path, api: str, request_cols: Sequence[str], response_cols: Sequence[str]
 ) -> str | None:
@@ -107,7 +113,7 @@ def _produced(paths: Sequence[Path]) -> str:
     return f"""(SELECT _client_id AS client_id, _ts_first AS ts, _correlation_id AS correlation_id,
                        topic, "partition", producer_id, producer_epoch, base_sequence, record_count,
                        transactional, _at
-                FROM {_ordered(paths)}
+                FROM {placed(paths)}
                 WHERE _message = 'ProduceRequest' AND producer_id >= 0)"""
 
 

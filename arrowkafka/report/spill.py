@@ -45,6 +45,7 @@ __all__ = [
     "pairs",
     "parquet",
     "place",
+    "placed",
     "with_total",
 ]
 
@@ -94,6 +95,11 @@ def parquet(paths: Sequence[Path | str]) -> str:
     ``file_row_number``."""
     names = ", ".join(literal(_path(p)) for p in paths)
     return f"read_parquet([{names}], union_by_name = true)"
+
+
+def placed(paths: Sequence[Path | str]) -> str:
+    """``parquet(paths)`` with each row's place in the capture as the column ``_at``."""
+    return f"(SELECT *, {place()} AS _at FROM {parquet(paths)})"
 
 
 def files(outdir: str | Path, table: str) -> list[Path]:
