@@ -214,6 +214,9 @@ def _load_u64(typingctx, arr, i):
 
 
 CRC_LANE = 512  # bytes per lane: crc32c_hw runs three lanes of this side by side
+# and of this where the data is long enough: three streams of 8 KiB each are long enough for the
+# CPU's prefetcher to follow them from memory (512-byte lanes read 32 MB at 7 GB/s, these at 17)
+CRC_LONG_LANE = 8192
 
 
 def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
@@ -229,35 +232,46 @@ def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
 
 
 CRC32C_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LANE)
+CRC32C_LONG_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LONG_LANE)
 
 
 @njit(inline="always")
-def _shift(c):
-    """The CRC-32C register c followed by CRC_LANE zero bytes."""
+def _shift(table, c):
+    """The CRC-32C register c followed by the zero bytes ``table`` stands for."""
     return (
-        CRC32C_SHIFT[0, c & np.uint32(0xFF)]
-        ^ CRC32C_SHIFT[1, (c >> np.uint32(8)) & np.uint32(0xFF)]
-        ^ CRC32C_SHIFT[2, (c >> np.uint32(16)) & np.uint32(0xFF)]
-        ^ CRC32C_SHIFT[3, c >> np.uint32(24)]
+        table[0, c & np.uint32(0xFF)]
+        ^ table[1, (c >> np.uint32(8)) & np.uint32(0xFF)]
+        ^ table[2, (c >> np.uint32(16)) & np.uint32(0xFF)]
+        ^ table[3, c >> np.uint32(24)]
     )
+
+
+@njit(inline="always")
+def _three_lanes(data, i, c, lane, table):
+    """The register after data[i:i + 3 * lane], from c: three lanes side by side, joined."""
+    a = c
+    b = np.uint32(0)
+    d = np.uint32(0)
+    for j in range(i, i + lane, 8):
+        a = _crc32c_u64(a, _load_u64(data, j))
+        b = _crc32c_u64(b, _load_u64(data, j + lane))
+        d = _crc32c_u64(d, _load_u64(data, j + 2 * lane))
+    return _shift(table, _shift(table, a) ^ b) ^ d
 
 
 @njit(cache=True, nogil=True)
 def crc32c_hw(data, start, end):
     """CRC-32C of data[start:end] by the CPU's instruction (only where HW_CRC32C). The
-    instruction takes 3 cycles and can start one a cycle, so three lanes of CRC_LANE bytes run
-    side by side and are joined by ``_shift``; then one lane for the rest."""
+    instruction takes 3 cycles and can start one a cycle, so three lanes run side by side and
+    are joined by ``_shift`` (long lanes while the data lasts, then short ones); then one lane
+    for the rest."""
     c = np.uint32(0xFFFFFFFF)
     i = start
+    while end - i >= 3 * CRC_LONG_LANE:
+        c = _three_lanes(data, i, c, CRC_LONG_LANE, CRC32C_LONG_SHIFT)
+        i += 3 * CRC_LONG_LANE
     while end - i >= 3 * CRC_LANE:
-        a = c
-        b = np.uint32(0)
-        d = np.uint32(0)
-        for j in range(i, i + CRC_LANE, 8):
-            a = _crc32c_u64(a, _load_u64(data, j))
-            b = _crc32c_u64(b, _load_u64(data, j + CRC_LANE))
-            d = _crc32c_u64(d, _load_u64(data, j + 2 * CRC_LANE))
-        c = _shift(_shift(a) ^ b) ^ d
+        c = _three_lanes(data, i, c, CRC_LANE, CRC32C_SHIFT)
         i += 3 * CRC_LANE
     while end - i >= 8:
         c = _crc32c_u64(c, _load_u64(data, i))

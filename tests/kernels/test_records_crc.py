@@ -30,7 +30,12 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
     assert int(k.crc32(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
 
 
-@pytest.mark.parametrize("n", [3 * k.CRC_LANE * 20 + 5, 100_000 - 3])
+LONG = 3 * k.CRC_LONG_LANE  # its step over long inputs
+
+
+@pytest.mark.parametrize(
+    "n", [3 * k.CRC_LANE * 20 + 5, 100_000 - 3, LONG - 1, LONG, LONG + 3 * k.CRC_LANE + 7, 3 * LONG + 8]
+)
 def test_three_lanes_over_long_inputs(n: int) -> None:
     want = crc32c.crc32c(BIG[3 : 3 + n].tobytes())
     assert int(k.crc32(k.CRC32C_TABLE, BIG, 3, 3 + n)) == want
