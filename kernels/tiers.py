@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PURE_BUDGET", "expect", "kernel_run"]
+__all__ = ["PURE_BUDGET", "compiled", "expect", "kernel_run"]
 
 PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
 
@@ -51,13 +51,16 @@ def expect(nbytes: int, kernel: str = "decode") -> None:
         importlib.import_module(f"{__package__}.{kernel}")
 
 
+def compiled(nbytes: int, kernel: str = "decode") -> bool:
+    """Will ``kernel_run(nbytes, kernel)`` give the compiled kernel (Numba loaded anyway)?"""
+    return f"{__package__}.{kernel}" in sys.modules or _spent + nbytes > PURE_BUDGET
+
+
 def kernel_run(nbytes: int, kernel: str = "decode") -> Any:
     """The ``run`` function of ``kernels/<kernel>.py`` (decode or encode) for ``nbytes`` more
     bytes of work."""
     global _spent
-    compiled = f"{__package__}.{kernel}"
-    if compiled not in sys.modules and _spent + nbytes <= PURE_BUDGET:
+    if not compiled(nbytes, kernel):
         _spent += nbytes
         return _pure_module(kernel).run
-    module = importlib.import_module(compiled)
-    return module.run
+    return importlib.import_module(f"{__package__}.{kernel}").run

@@ -12,7 +12,9 @@ Stopping a job to compile only pays off after gigabytes, so the compile happens 
   this one carries on with the interpreter;
 - when the child has finished, the next batch loads the kernel from the cache and uses it from
   then on. A ``.built`` marker beside the generated module says the cache has it, so a later
-  process loads it at once, with no child.
+  process loads it at once, from its first batch on the compiled tier, with no child (and if
+  Numba's cache turns out not to hold it after all, that process compiles it in a child as above
+  rather than stopping for seconds).
 
 Decode and encode kernels are told apart by ``kind``. A child takes a lock per module, so two
 processes needing the same kernel compile it once. If a compile fails, the plan stays on the
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from arrowkafka.codegen.modules import load_generated, write_generated
+from arrowkafka.kernels.tiers import compiled
 
 __all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
 
@@ -44,6 +47,7 @@ class _Tier:
     """One plan's way through the tiers, in this process."""
 
     spent: int = 0  # bytes of input given to the interpreter
+    looked: bool = False  # the marker checked, before the plan had AFTER bytes
     pid: int = 0  # the child compiling the kernel, while it runs
     fast: Any = None  # the generated kernel, once in use
     failed: bool = False  # it did not compile: stay on the interpreter
@@ -92,11 +96,19 @@ def auto(kind: str, plan: Any, nbytes: int, example_args: Callable[[], tuple[Any
         if tier.fast is not None or tier.failed:
             return tier.fast
         tier.spent += nbytes
-        if tier.spent < AFTER or _jit_disabled():
+        if _jit_disabled():
             return None
+        if tier.spent < AFTER and tier.pid == 0:
+            # a kernel an earlier process built costs milliseconds to load: take it at once,
+            # unless this batch runs on the plain-Python tier (which does not load Numba)
+            if tier.looked or not compiled(nbytes, kind):
+                return None
+            tier.looked = True
         module_for, load = _generated(kind)
         name, path, source = module_for(plan)
-        if tier.pid == 0 and not built(path):
+        if tier.spent < AFTER and tier.pid == 0 and not built(path):
+            return None
+        if tier.pid == 0 and not _in_cache(path, load, plan, example_args):
             tier.pid = spawn_compile(name, path, source, example_args())
             return None
         if tier.pid > 0:
@@ -120,6 +132,24 @@ def auto(kind: str, plan: Any, nbytes: int, example_args: Callable[[], tuple[Any
             return None
         tier.fast = fast
         return fast
+
+
+def _in_cache(path: Path, load: Callable[[Any], Any], plan: Any, example_args: Callable[[], Any]) -> bool:
+    """Is the kernel in Numba's cache, so that loading it costs milliseconds? The marker says
+    so, and the cache itself is asked (it may have been emptied, or belong to another Numba)."""
+    if not built(path):
+        return False
+    from numba import typeof
+
+    try:
+        fast = load(plan)
+        sig = tuple(typeof(a) for a in example_args())
+        held = fast._cache.load_overload(sig, fast.targetctx) is not None
+    except Exception:  # a broken module or cache: the child finds out, and says why
+        held = False
+    if not held:
+        _marker(path).unlink(missing_ok=True)  # stale: the child compiles it again
+    return held
 
 
 def _fail(tier: _Tier, plan: Any, why: str) -> None:

@@ -17,6 +17,7 @@ import pytest
 import arrowkafka as ak
 from arrowkafka.codegen import decode as codegen
 from arrowkafka.codegen import modules, promote
+from arrowkafka.kernels import tiers
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED
 
@@ -35,6 +36,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     monkeypatch.setattr(promote, "_TIERS", {})
     monkeypatch.setattr(promote, "AFTER", 1)
     monkeypatch.setattr(modules, "_LOADED", {})  # no kernel imported yet, as in a new process
+    tiers.expect(tiers.PURE_BUDGET + 1)  # past a process's first 64 KB: the compiled interpreter
     pids: list[int] = []
     spawn = promote.spawn_compile
 
@@ -63,7 +65,9 @@ def until_switched(step: Any, kind: str, name: str, version: int, limit: float =
     return n
 
 
-def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(fresh: list[int]) -> None:
+def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(
+    fresh: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     want = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
 
     def step() -> None:
@@ -77,9 +81,30 @@ def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(fre
     assert promote.built(path) and tier("decode", "FetchRequest", 12).fast is modules._LOADED[name]
     step()  # on the generated kernel now
 
-    promote._TIERS.clear()  # a later process: the kernel is built, so no child
+    # a later process, with the threshold as shipped: the kernel is built, so its first batch
+    # on the compiled tier takes it, with no child
+    monkeypatch.setattr(promote, "AFTER", 64 << 20)
+    promote._TIERS.clear()
+    modules._LOADED.clear()
     step()
     assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is not None
+
+
+def test_a_marker_over_an_empty_cache_compiles_in_a_child(
+    fresh: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker says built, but Numba's cache does not hold the kernel (emptied, or another
+    Numba): the batch stays on the interpreter while a child compiles, instead of compiling
+    inside the call."""
+    monkeypatch.setattr(promote, "AFTER", 64 << 20)
+    _, path, source = codegen.module_for(compile_plan(SPECS["FetchRequest"], 12))
+    modules.write_generated(path, source)
+    promote.mark_built(path)  # a marker, and nothing in the cache
+    want = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+    assert ak.decode(BODIES, "FetchRequest", 12).equals(want)
+    assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is None
+    until_switched(lambda: ak.decode(BODIES, "FetchRequest", 12), "decode", "FetchRequest", 12)
+    assert promote.built(path) and ak.decode(BODIES, "FetchRequest", 12).equals(want)
 
 
 def test_encode_moves_the_same_way(fresh: list[int]) -> None:
