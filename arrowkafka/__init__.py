@@ -72,10 +72,18 @@ def decode(
     all_versions: bool = False,
     threads: int = 1,
     kernel: str = "auto",
+    views: bool = False,
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """``load_specs().decode(...)``: see ``SpecSet.decode``."""
     return _specs().decode(
-        bodies, name, version, errors=errors, all_versions=all_versions, threads=threads, kernel=kernel
+        bodies,
+        name,
+        version,
+        errors=errors,
+        all_versions=all_versions,
+        threads=threads,
+        kernel=kernel,
+        views=views,
     )
 
 

@@ -124,6 +124,7 @@ class SpecSet(Mapping[str, MessageSpec]):
         all_versions: bool = False,
         threads: int = 1,
         kernel: str = "auto",
+        views: bool = False,
     ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
         """Decode a batch of message bodies into one record batch, one row per body.
 
@@ -152,7 +153,14 @@ class SpecSet(Mapping[str, MessageSpec]):
             first use (seconds; then cached on disk) and faster.
             ``"auto"`` (default): the interpreter; once the plan has decoded 64 MB in this
             process, its kernel is compiled in a child process (once per machine) and used
-            as soon as it is ready.
+            as soon as it is ready (a kernel an earlier process built: after 32 MB).
+        views : bool
+            ``True``: ``bytes`` and ``records`` fields come as ``binary_view`` arrays pointing
+            into the input instead of copies (the batch keeps the input's buffer alive); a
+            default that is not in the input points into the plan's constants. Strings are
+            still copied (they are checked as UTF-8 anyway). Parquet, DuckDB and Polars take
+            views; ``.cast(pa.binary())`` copies where something does not. An input of 2 GiB
+            or more is copied as usual (a view addresses its buffer with 31 bits).
 
         Examples
         --------
@@ -175,6 +183,7 @@ ApiVersionsRequest v0)
             all_versions=all_versions,
             threads=threads,
             kernel=kernel,
+            views=views,
         )
 
     def encode(

@@ -12,7 +12,10 @@ State layout
     configuration   code/consts/const_bytes/tag_table/runs (the plan), data/starts/ends (input)
     cursors         counts[node], dcounts[node]: slots and data bytes written so far
     buffer bases    fixed_base (bytes into a8, the views a16/a32/a64 share its memory),
-                    off_base (int32 offsets), data_base (bytes), valid_base (-1: no validity)
+                    off_base (int32 offsets), data_base (bytes), valid_base (-1: no validity);
+                    a negative data_base marks a view (``decode(views=True)``): the value is
+                    not copied, a64[-1 - data_base + slot] gets where it starts in ``data``
+                    (a default: -1 - where it starts in ``const_bytes``)
     stack           frames of (kind, a, b, c, d): LIST (body pc, remaining, total, after pc),
                     CALL (return pc, expected end or -1, saved end), SECTION (start, count or
                     -1 for the draft buffer, end)
@@ -29,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .hints import message_ahead
 from .isa import (
     DEF_FIXED,
     DEF_LIST,
@@ -286,6 +290,7 @@ def run(
     snap_dcounts = np.zeros(nnodes, dtype=np.int64)
     i = first
     while i < last:
+        message_ahead(data, starts, ends, i, last)
         msg_start = starts[i]
         msg_end = ends[i]
         pos = msg_start
@@ -452,8 +457,12 @@ def run(
                     if fill:
                         if valid_base[un] >= 0:
                             valid[np.uint64(valid_base[un] + slot)] = 1
-                        dst = data_base[un] + dcounts[un]
-                        bytes_out[dst : dst + n] = data[pos : pos + n]
+                        dst = data_base[un]
+                        if dst >= 0:
+                            dst += dcounts[un]
+                            bytes_out[dst : dst + n] = data[pos : pos + n]
+                        else:  # a view: where the value starts (see the state layout)
+                            a64[-1 - dst + slot] = pos
                 dcounts[un] += n
                 if fill:
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un])
@@ -724,9 +733,13 @@ def run(
                 if fill:
                     if valid_base[un] >= 0:
                         valid[np.uint64(valid_base[un] + slot)] = 0 if code[upc, 4] != 0 else 1
-                    dst = data_base[un] + dcounts[un]
-                    for k in range(n):
-                        bytes_out[dst + k] = const_bytes[code[upc, 2] + k]
+                    dst = data_base[un]
+                    if dst >= 0:
+                        dst += dcounts[un]
+                        for k in range(n):
+                            bytes_out[dst + k] = const_bytes[code[upc, 2] + k]
+                    else:
+                        a64[-1 - dst + slot] = -1 - code[upc, 2]
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un] + n)
                 dcounts[un] += n
                 counts[un] += 1

@@ -44,6 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .decode import _be, _signed, _utf8_ok, _uvarint
+from .hints import prefetch
 from .isa import E_TRUNCATED, OK
 
 # ---- one int64 row of ``hdr`` per column; ``hdr[H_X, b]`` is column X of batch b ----
@@ -660,26 +661,6 @@ def _memcpy(typingctx, dst, at, src, pos, n):
     return sig, codegen
 
 
-@intrinsic
-def _prefetch(typingctx, arr, i):
-    """A hint to fetch the cache line of arr[i] (LLVM's ``prefetch``: never faults, reads
-    nothing the kernel sees)."""
-    sig = types.void(arr, i)
-
-    def codegen(context, builder, signature, args):
-        a = context.make_array(signature.args[0])(context, builder, args[0])
-        at = context.cast(builder, args[1], signature.args[1], types.intp)
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
-        )
-        ptr = builder.bitcast(builder.gep(a.data, [at]), i8p)
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 if getattr(config, "DISABLE_JIT", False):  # the kernels run as Python: numpy's slice copy, bounds checked
 
     def _copy(src, pos, n, dst, at):
@@ -696,7 +677,7 @@ else:
 
     @njit(inline="always")
     def _ahead(buf, pos, end):
-        _prefetch(buf, min(pos + PREFETCH_AHEAD, end - 1))
+        prefetch(buf, min(pos + PREFETCH_AHEAD, end - 1))
 
 
 # the record walk jumps over values: without a hint, each record's first byte waits on memory

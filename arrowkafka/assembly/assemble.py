@@ -17,9 +17,11 @@ from arrowkafka.assembly.blocks import block
 from arrowkafka.kernels.isa import K_FIXED, K_LIST, K_MAP, K_STRUCT, K_VARBIN
 from arrowkafka.plan import Node, Plan
 
-__all__ = ["Buffers", "allocate", "assemble"]
+__all__ = ["VIEW_LIMIT", "Buffers", "allocate", "assemble"]
 
 _ALIGN = 64
+VIEW_LIMIT = 1 << 31  # inputs this large or larger are copied: a view holds an int32 offset
+VIEW_INLINE = 12  # Arrow keeps values up to 12 bytes inside the view itself
 
 
 def _aligned(n: int) -> int:
@@ -28,7 +30,9 @@ def _aligned(n: int) -> int:
 
 @dataclass
 class Buffers:
-    """Where each node's buffers live: bases into four arenas, sized from pass 1's counts."""
+    """Where each node's buffers live: bases into four arenas, sized from pass 1's counts.
+    A view node (``allocate(views=True)``) has a negative ``data_base``: its values are not
+    copied, and ``a8`` holds where each starts (int64 at byte ``8 * (-1 - data_base)``)."""
 
     fixed_base: np.ndarray
     off_base: np.ndarray
@@ -51,8 +55,11 @@ class Buffers:
                 out[f"n{i}-validity"] = self.valid[self.valid_base[i] : self.valid_base[i] + n]
             if node.kind in (K_LIST, K_VARBIN, K_MAP):
                 out[f"n{i}-offsets"] = self.offs[self.off_base[i] : self.off_base[i] + n + 1]
-            if node.kind == K_VARBIN:
+            if node.kind == K_VARBIN and self.data_base[i] >= 0:
                 out[f"n{i}-data"] = self.bytes_out[self.data_base[i] : self.data_base[i] + dcounts[i]]
+            if node.kind == K_VARBIN and self.data_base[i] < 0:
+                at = -1 - int(self.data_base[i])
+                out[f"n{i}-starts"] = self.a8.view(np.int64)[at : at + n]
             if node.kind == K_FIXED:
                 out[f"n{i}-values"] = self.a8[self.fixed_base[i] : self.fixed_base[i] + n * node.width]
         return out
@@ -62,8 +69,21 @@ class BatchTooLarge(ValueError):
     pass
 
 
-def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
-    """Allocate every buffer exactly once, from pass 1's slot and byte counts."""
+def view_nodes(plan: Plan) -> set[int]:
+    """The nodes ``views=True`` does not copy: the spec's ``bytes`` and ``records`` fields (not
+    strings, and not the values of unknown tags, which the kernels always copy)."""
+    in_maps = {c.id for node in plan.nodes if node.kind == K_MAP for c in node.children}
+    return {
+        node.id
+        for node in plan.nodes
+        if node.kind == K_VARBIN and pa.types.is_binary(node.type) and node.id not in in_maps
+    }
+
+
+def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = False) -> Buffers:
+    """Allocate every buffer exactly once, from pass 1's slot and byte counts; with ``views``,
+    a place for where each value of a view node starts instead of its bytes."""
+    viewed = view_nodes(plan) if views else set()
     n = len(plan.nodes)
     fixed_base = np.zeros(n, np.int64)
     off_base = np.zeros(n, np.int64)
@@ -80,7 +100,10 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray) -> Buffers:
                 raise BatchTooLarge(f"{node.path}: more than 2 GiB or 2^31 items in one batch")
             off_base[i] = offsets
             offsets += _aligned(c + 1)
-        if node.kind == K_VARBIN:
+        if node.kind == K_VARBIN and i in viewed:
+            data_base[i] = -1 - fixed // 8  # (fixed stays a multiple of 64)
+            fixed += _aligned(c * 8)
+        elif node.kind == K_VARBIN:
             data_base[i] = data
             data += _aligned(int(dcounts[i]))
         if node.nullable:
@@ -120,21 +143,70 @@ def assemble(
     dcounts: np.ndarray,
     rows: int,
     bad: np.ndarray | None = None,
+    data: np.ndarray | None = None,
 ) -> pa.RecordBatch:
-    """Build the record batch; with ``bad`` (a byte per row), those rows' columns are null."""
+    """Build the record batch; with ``bad`` (a byte per row), those rows' columns are null.
+    ``data``: the input, which view nodes point into."""
     row_valid = None if bad is None or not bad.any() else (bad == 0).astype(np.uint8)
     schema = plan.schema
     if bad is not None:  # errors="null": the schema says every column may be null, always
         schema = pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
-    columns = [_array(c, bufs, counts, dcounts, row_valid) for c in plan.root.children]
+    sources = None
+    if (bufs.data_base < 0).any():  # view nodes: their buffers are the input and the constants
+        assert data is not None
+        sources = _Sources(data, plan.const_bytes)
+    columns = [_array(c, bufs, counts, dcounts, row_valid, sources) for c in plan.root.children]
     if not columns:
         empty = pa.Array.from_buffers(pa.struct([]), rows, [None])
         return pa.RecordBatch.from_struct_array(empty).replace_schema_metadata(schema.metadata)
+    if sources is not None:
+        schema = pa.schema(
+            [f.with_type(c.type) for f, c in zip(schema, columns, strict=True)], metadata=schema.metadata
+        )
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+class _Sources:
+    """What view nodes point into: buffer 0 the input, buffer 1 the plan's constants (defaults
+    of fields a version lacks)."""
+
+    def __init__(self, data: np.ndarray, const_bytes: np.ndarray) -> None:
+        self.data, self.consts = data, const_bytes
+        self.buffers = [pa.py_buffer(data), pa.py_buffer(const_bytes)]
+
+
+def _views(starts: np.ndarray, lengths: np.ndarray, src: _Sources) -> pa.Buffer:
+    """Arrow's 16-byte views: length, then the value itself (up to 12 bytes) or its first 4
+    bytes, buffer index and offset. ``starts``: where each value starts in the input, or
+    ``-1 - where`` in the constants (a null has length 0, and its start is never read)."""
+    n = len(lengths)
+    out = np.zeros((n, 16), np.uint8)
+    words = out.view(np.int32)  # n x 4
+    words[:, 0] = lengths
+    in_consts = starts < 0
+    long = np.flatnonzero(lengths > VIEW_INLINE)
+    short = np.flatnonzero((lengths > 0) & (lengths <= VIEW_INLINE))
+    for source, here in ((src.data, ~in_consts), (src.consts, in_consts)):
+        rows = long[here[long]]
+        at = starts[rows] if source is src.data else -1 - starts[rows]
+        words[rows, 2] = int(source is src.consts)
+        words[rows, 3] = at
+        out[rows, 4:8] = source[at[:, None] + np.arange(4)]  # the prefix
+        rows = short[here[short]]
+        at = starts[rows] if source is src.data else -1 - starts[rows]
+        within = np.arange(VIEW_INLINE) < lengths[rows, None]
+        picked = source[np.where(within, at[:, None] + np.arange(VIEW_INLINE), at[:, None])]
+        out[rows, 4:] = np.where(within, picked, 0)
+    return pa.py_buffer(out)
+
+
 def _array(
-    node: Node, bufs: Buffers, counts: np.ndarray, dcounts: np.ndarray, row_valid: np.ndarray | None = None
+    node: Node,
+    bufs: Buffers,
+    counts: np.ndarray,
+    dcounts: np.ndarray,
+    row_valid: np.ndarray | None = None,
+    sources: _Sources | None = None,
 ) -> pa.Array:
     """One node's array over its slices of the arenas. (A function of its own, not a closure
     calling itself: such a closure is a reference cycle, and would keep the arenas from being
@@ -156,11 +228,22 @@ def _array(
             values = pa.py_buffer(raw)
         arr = pa.Array.from_buffers(storage, length, [validity, values], null_count=nulls)
         return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
+    if node.kind == K_VARBIN and bufs.data_base[i] < 0:
+        assert sources is not None
+        ends = bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1]
+        at = -1 - int(bufs.data_base[i])
+        starts = bufs.a8.view(np.int64)[at : at + length]
+        views = _views(starts, np.diff(ends), sources)
+        return pa.Array.from_buffers(
+            pa.binary_view(), length, [validity, views, *sources.buffers], null_count=nulls
+        )
     if node.kind == K_VARBIN:
         offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
         data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
         return pa.Array.from_buffers(t, length, [validity, offsets, data], null_count=nulls)
-    children = [_array(c, bufs, counts, dcounts) for c in node.children]
+    children = [_array(c, bufs, counts, dcounts, None, sources) for c in node.children]
+    if sources is not None:  # a child may be a view: the type follows the children's
+        t = _with_children(t, children)
     if node.kind == K_STRUCT:
         return pa.Array.from_buffers(t, length, [validity], null_count=nulls, children=children)
     offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
@@ -169,3 +252,12 @@ def _array(
         entries = pa.Array.from_buffers(entries_type, len(children[0]), [None], children=children)
         children = [entries]
     return pa.Array.from_buffers(t, length, [validity, offsets], null_count=nulls, children=children)
+
+
+def _with_children(t: pa.DataType, children: list[pa.Array]) -> pa.DataType:
+    """``t`` (a struct or list) with its children's types, where a view stands for binary."""
+    if isinstance(t, pa.StructType):
+        return pa.struct([t.field(k).with_type(c.type) for k, c in enumerate(children)])
+    if isinstance(t, pa.ListType):
+        return pa.list_(t.value_field.with_type(children[0].type))
+    return t  # a map: its keys and values are never views

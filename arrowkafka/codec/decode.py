@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
-from arrowkafka.assembly.assemble import BatchTooLarge, Buffers, allocate, assemble
+from arrowkafka.assembly.assemble import VIEW_LIMIT, BatchTooLarge, Buffers, allocate, assemble
 from arrowkafka.codegen import promote
 from arrowkafka.errors import Corrupt, DecodeError, Truncated
 from arrowkafka.ir import MessageSpec
@@ -260,6 +260,7 @@ def decode_batch(
     all_versions: bool = False,
     threads: int = 1,
     kernel: str = "auto",
+    views: bool = False,
 ) -> pa.RecordBatch | tuple[pa.RecordBatch, pa.Table]:
     """See ``arrowkafka.decode``."""
     if errors not in ERRORS:
@@ -298,7 +299,8 @@ def decode_batch(
     each_range(pass1, threads)
     total, dtotal = np.sum(counts, axis=0), np.sum(dcounts, axis=0)
     try:
-        bufs = allocate(plan, total, dtotal)
+        # views address the input with 31 bits: a larger input is copied as usual
+        bufs = allocate(plan, total, dtotal, views=views and len(data) < VIEW_LIMIT)
     except BatchTooLarge as e:
         raise ValueError(f"{plan.name} v{version}: {e}; decode it in smaller batches") from None
     cursor = [np.zeros(nn, np.int64), *np.cumsum(counts, axis=0)[:-1]]
@@ -310,7 +312,7 @@ def decode_batch(
     each_range(pass2, threads)
     if not np.array_equal(cursor[-1], total) or not np.array_equal(dcursor[-1], dtotal):
         raise AssertionError("pass 2 disagrees with pass 1")  # a kernel bug, never bad input
-    batch = assemble(plan, bufs, total, dtotal, rows, run.bad if errors == "null" else None)
+    batch = assemble(plan, bufs, total, dtotal, rows, run.bad if errors == "null" else None, data)
     batch.validate()
     if errors == "raise":
         return batch

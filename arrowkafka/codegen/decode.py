@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 
 from arrowkafka.kernels import decode as _k
+from arrowkafka.kernels.hints import message_ahead
 from arrowkafka.kernels.isa import (
     E_FORGED_COUNT, E_LONG_STRING, E_MARKER, E_NEGATIVE, E_NULL, E_TAG_ORDER, E_TAG_SIZE, E_TRAILING,
     E_TRUNCATED, E_UTF8, MAX_STRING, OK, S_CODE, S_D1, S_D2, S_DEPTH, S_INDICES, S_MESSAGE, S_OFFSET, S_PC, S_RUN_ROW,
@@ -224,8 +225,14 @@ class _Gen:
             self.put(ind + 1, "if not fill and not _utf8_ok(data, pos, n):")
             self.fail(ind + 2, "E_UTF8", pc)
         self.validity(ind + 1, node, "1")
-        self.put(ind + 1, f"if fill:\n    dst = data_base[{node}] + dcounts[{node}]\n"
-                          f"    bytes_out[dst : dst + n] = data[pos : pos + n]")  # fmt: skip
+        if utf8:
+            self.put(ind + 1, f"if fill:\n    dst = data_base[{node}] + dcounts[{node}]\n"
+                              f"    bytes_out[dst : dst + n] = data[pos : pos + n]")  # fmt: skip
+        else:  # bytes may be views (the interpreter's VARBIN)
+            self.put(ind + 1, f"if fill:\n    dst = data_base[{node}]\n    if dst >= 0:\n"
+                              f"        dst += dcounts[{node}]\n"
+                              f"        bytes_out[dst : dst + n] = data[pos : pos + n]\n"
+                              f"    else:\n        a64[-1 - dst + counts[{node}]] = pos")  # fmt: skip
         self.put(ind, f"dcounts[{node}] += n")
         self.put(
             ind,
@@ -468,8 +475,10 @@ class _Gen:
                           f"    a8[dst : dst + 16] = const_bytes[{a} : {a} + 16]")  # fmt: skip
         elif op == "DEF_VARBIN":
             self.validity(ind, node, "0" if d else "1")
-            self.put(ind, f"if fill:\n    dst = data_base[{node}] + dcounts[{node}]\n"
-                          f"    bytes_out[dst : dst + {b}] = const_bytes[{a} : {a} + {b}]\n"
+            self.put(ind, f"if fill:\n    dst = data_base[{node}]\n    if dst >= 0:\n"
+                          f"        dst += dcounts[{node}]\n"
+                          f"        bytes_out[dst : dst + {b}] = const_bytes[{a} : {a} + {b}]\n"
+                          f"    else:\n        a64[-1 - dst + counts[{node}]] = {-1 - a}\n"
                           f"    offs[np.uint64(off_base[{node}] + counts[{node}] + 1)] = np.int32(dcounts[{node}] + {b})")  # fmt: skip
             self.put(ind, f"dcounts[{node}] += {b}")
         elif op in ("DEF_LIST", "DEF_MAP"):
@@ -521,6 +530,7 @@ def run(code, consts, const_bytes, tag_table, runs, root_default_pc, max_depth, 
     snap_dcounts = np.zeros(nnodes, dtype=np.int64)
     i = first
     while i < last:
+        message_ahead(data, starts, ends, i, last)
         pos = starts[i]
         end = ends[i]
         if bad[i] != 0:

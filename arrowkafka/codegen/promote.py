@@ -12,9 +12,9 @@ Stopping a job to compile only pays off after gigabytes, so the compile happens 
   this one carries on with the interpreter;
 - when the child has finished, the next batch loads the kernel from the cache and uses it from
   then on. A ``.built`` marker beside the generated module says the cache has it, so a later
-  process loads it at once, from its first batch on the compiled tier, with no child (and if
-  Numba's cache turns out not to hold it after all, that process compiles it in a child as above
-  rather than stopping for seconds).
+  process loads it with no child, once the plan has had ``LOAD_AFTER`` bytes (if Numba's cache
+  turns out not to hold it after all, that process compiles it in a child as above rather than
+  stopping for seconds).
 
 Decode and encode kernels are told apart by ``kind``. A child takes a lock per module, so two
 processes needing the same kernel compile it once. If a compile fails, the plan stays on the
@@ -37,9 +37,14 @@ from typing import Any
 from arrowkafka.codegen.modules import load_generated, write_generated
 from arrowkafka.kernels.tiers import compiled
 
-__all__ = ["AFTER", "auto", "built", "mark_built", "spawn_compile"]
+__all__ = ["AFTER", "LOAD_AFTER", "auto", "built", "mark_built", "spawn_compile"]
 
-AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is wanted
+AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is compiled
+# bytes of input one plan takes before a kernel built by an earlier process is loaded: loading
+# costs about 25-45 ms (the module, and Numba's cache), what the interpreter loses to the
+# kernel over 40-70 MB (Metadata v12, bench/first_contact.py), so a small job stays on the
+# interpreter, which every plan shares and is loaded already
+LOAD_AFTER = 32 << 20
 
 
 @dataclass
@@ -99,9 +104,9 @@ def auto(kind: str, plan: Any, nbytes: int, example_args: Callable[[], tuple[Any
         if _jit_disabled():
             return None
         if tier.spent < AFTER and tier.pid == 0:
-            # a kernel an earlier process built costs milliseconds to load: take it at once,
-            # unless this batch runs on the plain-Python tier (which does not load Numba)
-            if tier.looked or not compiled(nbytes, kind):
+            # a kernel an earlier process built: taken once loading it pays, unless this batch
+            # runs on the plain-Python tier (which does not load Numba)
+            if tier.spent < LOAD_AFTER or tier.looked or not compiled(nbytes, kind):
                 return None
             tier.looked = True
         module_for, load = _generated(kind)
@@ -144,7 +149,11 @@ def _in_cache(path: Path, load: Callable[[Any], Any], plan: Any, example_args: C
     try:
         fast = load(plan)
         sig = tuple(typeof(a) for a in example_args())
-        held = fast._cache.load_overload(sig, fast.targetctx) is not None
+        cres = fast._cache.load_overload(sig, fast.targetctx)
+        held = cres is not None
+        if held:  # keep what was loaded, as Numba's Dispatcher.compile does on a cache hit
+            fast.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            fast.add_overload(cres)
     except Exception:  # a broken module or cache: the child finds out, and says why
         held = False
     if not held:

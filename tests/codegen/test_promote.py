@@ -81,11 +81,14 @@ def test_decode_moves_to_the_generated_kernel_once_the_child_has_compiled_it(
     assert promote.built(path) and tier("decode", "FetchRequest", 12).fast is modules._LOADED[name]
     step()  # on the generated kernel now
 
-    # a later process, with the threshold as shipped: the kernel is built, so its first batch
-    # on the compiled tier takes it, with no child
+    # a later process: the kernel is built, so it is loaded (with no child) once the plan has
+    # had LOAD_AFTER bytes, long before AFTER
     monkeypatch.setattr(promote, "AFTER", 64 << 20)
+    monkeypatch.setattr(promote, "LOAD_AFTER", 2 * len(BODY) * len(BODIES))
     promote._TIERS.clear()
     modules._LOADED.clear()
+    step()
+    assert tier("decode", "FetchRequest", 12).fast is None  # not yet worth loading
     step()
     assert len(fresh) == 1 and tier("decode", "FetchRequest", 12).fast is not None
 
@@ -97,6 +100,7 @@ def test_a_marker_over_an_empty_cache_compiles_in_a_child(
     Numba): the batch stays on the interpreter while a child compiles, instead of compiling
     inside the call."""
     monkeypatch.setattr(promote, "AFTER", 64 << 20)
+    monkeypatch.setattr(promote, "LOAD_AFTER", 1)
     _, path, source = codegen.module_for(compile_plan(SPECS["FetchRequest"], 12))
     modules.write_generated(path, source)
     promote.mark_built(path)  # a marker, and nothing in the cache

@@ -1,0 +1,198 @@
+"""First contact: what a small job gets from ``ak.decode`` and ``ak.encode`` with their
+defaults, in a fresh process with a warm Numba cache, against kio 0.6.5 and kafka-python
+3.0.12 in fresh processes of their own, on 300 copies of the Metadata v12 vector (12.7 MB).
+
+Each figure is the best of ``--runs`` fresh processes. Per process, three calls are timed:
+
+- ``first call``: the first decode of the process; ours loads Numba and the kernel from its
+  cache inside it (kio's and kafka-python's imports are not counted, nor is ours);
+- ``first call of the plan``: in a process that has already decoded another message type (so
+  Numba is running), the first decode of this one: what a capture job or a Spark task meets
+  for every (message, version) it sees;
+- ``second call``: the same call again.
+
+Before the runs, the kernels generated for the plan are built the way a long job builds them
+(``kernel="auto"``: a child compiles them into Numba's cache), unless an earlier run did.
+
+    python bench/first_contact.py [--runs 3]
+
+Prints a table and writes bench/results/<date>-first-contact.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+COPIES = 300
+TARGET_X_KIO = 12.0  # the speed issue: defaults, first contact
+TARGET_X_KIO_GENERATED = 30.0
+TARGET_X_KAFKA_PYTHON_ENCODE = 50.0
+
+SETUP = f"""
+import json, sys, time
+sys.path.insert(0, {str(HERE)!r})
+from benchmarks.data import body
+one = body("metadata_v12")
+bodies = [one] * {COPIES}
+"""
+
+# Build the generated decode and encode kernels through kernel="auto", as a long job does.
+BUILD = (
+    SETUP
+    + """
+import pyarrow as pa
+import arrowkafka as ak
+from arrowkafka.codegen import promote
+from arrowkafka.plan import compile_plan
+promote.AFTER = 0
+plan = compile_plan(ak.load_specs()["MetadataResponse"], 12)
+arr = pa.array(bodies, pa.binary())
+t0 = time.monotonic()
+while True:
+    batch = ak.decode(arr, "MetadataResponse", 12)
+    ak.encode(batch, "MetadataResponse", 12)
+    tiers = [promote._TIERS.get((kind, plan)) for kind in ("decode", "encode")]
+    if all(t is not None and (t.fast is not None or t.failed) for t in tiers):
+        break
+    if time.monotonic() - t0 > 900:
+        raise SystemExit("the kernels did not build in 15 minutes")
+    time.sleep(0.5)
+print(json.dumps({"failed": [t.failed for t in tiers]}))
+"""
+)
+
+OURS = (
+    SETUP
+    + """
+import pyarrow as pa
+import arrowkafka as ak
+arr = pa.array(bodies, pa.binary())
+out = {}
+if sys.argv[1] == "plan":  # another message type first: Numba and the interpreter are running
+    ak.decode([body("fetch_request_v12")] * 300, "FetchRequest", 12)
+kernel = {} if sys.argv[2] == "auto" else {"kernel": sys.argv[2]}
+t = time.perf_counter(); batch = ak.decode(arr, "MetadataResponse", 12, **kernel)
+out["first"] = time.perf_counter() - t
+t = time.perf_counter(); ak.decode(arr, "MetadataResponse", 12, **kernel)
+out["second"] = time.perf_counter() - t
+t = time.perf_counter(); ak.encode(batch, "MetadataResponse", 12, **kernel)
+out["encode_first"] = time.perf_counter() - t
+t = time.perf_counter(); ak.encode(batch, "MetadataResponse", 12, **kernel)
+out["encode_second"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+)
+
+PEER = (
+    SETUP
+    + """
+from compare import kafka_python_decoder, kafka_python_encoder, kio_decoder
+out = {}
+make = {"kio": kio_decoder, "kafka-python": kafka_python_decoder}[sys.argv[1]]
+decode_one = make("MetadataResponse", 12)
+t = time.perf_counter(); [decode_one(b) for b in bodies]; out["first"] = time.perf_counter() - t
+t = time.perf_counter(); [decode_one(b) for b in bodies]; out["second"] = time.perf_counter() - t
+if sys.argv[1] == "kafka-python":
+    prepare = kafka_python_encoder("MetadataResponse", 12)
+    fns = [prepare(b) for b in bodies]
+    t = time.perf_counter(); [f() for f in fns]; out["encode_first"] = time.perf_counter() - t
+    t = time.perf_counter(); [f() for f in fns]; out["encode_second"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+)
+
+
+def _child(code: str, *args: str) -> dict[str, float]:
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=HERE)
+    if run.returncode:
+        raise RuntimeError(f"a benchmark process failed: {run.stderr[-3000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _best(code: str, runs: int, *args: str) -> dict[str, float]:
+    results = [_child(code, *args) for _ in range(runs)]
+    return {key: min(r[key] for r in results) for key in results[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3, help="fresh processes per figure (default 3)")
+    args = ap.parse_args()
+    sys.path.insert(0, str(HERE))
+    from benchmarks.data import body
+
+    mb = len(body("metadata_v12")) * COPIES / 1e6
+    built = _child(BUILD)
+    rows = {
+        "arrowkafka, defaults, first call of the process": ("fresh", "auto"),
+        "arrowkafka, defaults, first call of the plan": ("plan", "auto"),
+        "arrowkafka, interpreter, first call of the plan": ("plan", "interpreter"),
+        "arrowkafka, generated kernel (built), first call of the plan": ("plan", "specialised"),
+    }
+    results: dict[str, dict[str, float]] = {name: _best(OURS, args.runs, *a) for name, a in rows.items()}
+    results["kio 0.6.5"] = _best(PEER, args.runs, "kio")
+    results["kafka-python 3.0.12"] = _best(PEER, args.runs, "kafka-python")
+    kio = results["kio 0.6.5"]["first"]
+    kp_encode = results["kafka-python 3.0.12"]["encode_first"]
+    print(f"first contact: {COPIES} copies of the Metadata v12 vector ({mb:.1f} MB), best of {args.runs}"
+          " processes")  # fmt: skip
+    print(f"{'':<62} {'first call':>14} {'second call':>14} {'x kio':>7} {'encode, first':>14}"
+          f" {'x kafka-python':>15}")  # fmt: skip
+    table = {}
+    for name, r in results.items():
+        enc = r.get("encode_first")
+        row = {
+            "first_s": r["first"], "second_s": r["second"], "first_mb_s": mb / r["first"],
+            "second_mb_s": mb / r["second"], "x_kio_first": kio / r["first"],
+            "x_kio_second": kio / r["second"],
+            "encode_first_s": enc, "encode_second_s": r.get("encode_second"),
+            "encode_x_kafka_python_first": kp_encode / enc if enc else None,
+        }  # fmt: skip
+        table[name] = row
+        enc_cell = f"{mb / enc:>10.0f} MB/s" if enc else f"{'-':>14}"
+        x_kp = f"{kp_encode / enc:>14.1f}x" if enc else f"{'-':>15}"
+        print(f"{name:<62} {mb / r['first']:>9.0f} MB/s {mb / r['second']:>9.0f} MB/s"
+              f" {kio / r['first']:>6.1f}x {enc_cell} {x_kp}")  # fmt: skip
+    plan = table["arrowkafka, defaults, first call of the plan"]
+    behind = []
+    if plan["x_kio_first"] < TARGET_X_KIO:
+        behind.append(f"defaults, first call of the plan: {plan['x_kio_first']:.1f}x kio,"
+                      f" target {TARGET_X_KIO:.0f}x")  # fmt: skip
+    for kind, r in (("first call", "first"), ("second call", "second")):
+        gen = table["arrowkafka, generated kernel (built), first call of the plan"]
+        if gen[f"{r}_mb_s"] < 2000 or gen[f"x_kio_{r}"] < TARGET_X_KIO_GENERATED:
+            behind.append(
+                f"generated kernel, {kind}: {gen[f'{r}_mb_s']:.0f} MB/s, {gen[f'x_kio_{r}']:.1f}x kio;"
+                f" target 2,000 MB/s and {TARGET_X_KIO_GENERATED:.0f}x"
+            )
+    if (plan["encode_x_kafka_python_first"] or 0) < TARGET_X_KAFKA_PYTHON_ENCODE:
+        behind.append(f"encode: {plan['encode_x_kafka_python_first']:.1f}x kafka-python, target 50x")
+    first = table["arrowkafka, defaults, first call of the process"]
+    if first["x_kio_first"] < TARGET_X_KIO:
+        behind.append(
+            f"first call of the process: {first['x_kio_first']:.1f}x kio (Numba's start-up, about"
+            f" {first['first_s'] - plan['first_s']:.2f} s, is inside it)"
+        )
+    for line in behind:
+        print(f"BEHIND TARGET: {line}")
+    doc = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "copies": COPIES, "mb": mb, "runs": args.runs, "kernels_built": built, "results": table,
+        "behind_target": behind,
+    }  # fmt: skip
+    out = HERE / "results" / f"{doc['date'][:10]}-first-contact.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    main()
+    print(f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
