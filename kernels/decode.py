@@ -14,8 +14,8 @@ State layout
     buffer bases    fixed_base (bytes into a8, the views a16/a32/a64 share its memory),
                     off_base (int32 offsets), data_base (bytes), valid_base (-1: no validity);
                     a negative data_base marks a view (``decode(views=True)``): the value is
-                    not copied, a64[-1 - data_base + slot] gets where it starts in ``data``
-                    (a default: -1 - where it starts in ``const_bytes``)
+                    not copied, its 16-byte Arrow view goes to a8 at byte
+                    -1 - data_base + 16 * slot (``_put_view``)
     stack           frames of (kind, a, b, c, d): LIST (body pc, remaining, total, after pc),
                     CALL (return pc, expected end or -1, saved end), SECTION (start, count or
                     -1 for the draft buffer, end)
@@ -231,6 +231,23 @@ def _settle(err, at, pos, end, d1, d2):
     if err == E_TRUNCATED and d1 == 0:
         return pos, d1, end - pos
     return at, d1, d2
+
+
+@njit(inline="always")
+def _put_view(a8, a32, at, src, pos, n, buffer):
+    """Arrow's 16-byte view of src[pos:pos + n] at byte ``at`` of ``a8`` (16-aligned, zeroed by
+    the allocation): the length, then the value itself up to 12 bytes, or its first 4 bytes,
+    the buffer it lies in (0: the input, 1: the plan's constants) and its offset there. Written
+    while the value's bytes are in the cache: read later, each prefix was a miss."""
+    a32[at >> 2] = np.int32(n)
+    if n <= 12:
+        for k in range(n):
+            a8[at + 4 + k] = src[pos + k]
+    else:
+        for k in range(4):
+            a8[at + 4 + k] = src[pos + k]
+        a32[(at >> 2) + 2] = np.int32(buffer)
+        a32[(at >> 2) + 3] = np.int32(pos)
 
 
 @njit(inline="always")
@@ -461,8 +478,8 @@ def run(
                         if dst >= 0:
                             dst += dcounts[un]
                             bytes_out[dst : dst + n] = data[pos : pos + n]
-                        else:  # a view: where the value starts (see the state layout)
-                            a64[-1 - dst + slot] = pos
+                        else:  # a view (see the state layout)
+                            _put_view(a8, a32, -1 - dst + 16 * slot, data, pos, n, 0)
                 dcounts[un] += n
                 if fill:
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un])
@@ -739,7 +756,7 @@ def run(
                         for k in range(n):
                             bytes_out[dst + k] = const_bytes[code[upc, 2] + k]
                     else:
-                        a64[-1 - dst + slot] = -1 - code[upc, 2]
+                        _put_view(a8, a32, -1 - dst + 16 * slot, const_bytes, code[upc, 2], n, 1)
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un] + n)
                 dcounts[un] += n
                 counts[un] += 1

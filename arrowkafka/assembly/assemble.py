@@ -21,7 +21,6 @@ __all__ = ["VIEW_LIMIT", "Buffers", "allocate", "assemble"]
 
 _ALIGN = 64
 VIEW_LIMIT = 1 << 31  # inputs this large or larger are copied: a view holds an int32 offset
-VIEW_INLINE = 12  # Arrow keeps values up to 12 bytes inside the view itself
 
 
 def _aligned(n: int) -> int:
@@ -32,7 +31,7 @@ def _aligned(n: int) -> int:
 class Buffers:
     """Where each node's buffers live: bases into four arenas, sized from pass 1's counts.
     A view node (``allocate(views=True)``) has a negative ``data_base``: its values are not
-    copied, and ``a8`` holds where each starts (int64 at byte ``8 * (-1 - data_base)``)."""
+    copied, and ``a8`` holds their 16-byte Arrow views from byte ``-1 - data_base`` on."""
 
     fixed_base: np.ndarray
     off_base: np.ndarray
@@ -59,7 +58,7 @@ class Buffers:
                 out[f"n{i}-data"] = self.bytes_out[self.data_base[i] : self.data_base[i] + dcounts[i]]
             if node.kind == K_VARBIN and self.data_base[i] < 0:
                 at = -1 - int(self.data_base[i])
-                out[f"n{i}-starts"] = self.a8.view(np.int64)[at : at + n]
+                out[f"n{i}-views"] = self.a8[at : at + 16 * n]
             if node.kind == K_FIXED:
                 out[f"n{i}-values"] = self.a8[self.fixed_base[i] : self.fixed_base[i] + n * node.width]
         return out
@@ -101,8 +100,8 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = 
             off_base[i] = offsets
             offsets += _aligned(c + 1)
         if node.kind == K_VARBIN and i in viewed:
-            data_base[i] = -1 - fixed // 8  # (fixed stays a multiple of 64)
-            fixed += _aligned(c * 8)
+            data_base[i] = -1 - fixed  # (fixed stays a multiple of 64)
+            fixed += _aligned(c * 16)
         elif node.kind == K_VARBIN:
             data_base[i] = data
             data += _aligned(int(dcounts[i]))
@@ -111,12 +110,15 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = 
             valid += _aligned(c)
     offs = _arena(max(offsets, 1) * 4).view(np.int32)
     offs[off_base[[nd.id for nd in plan.nodes if nd.kind in (K_LIST, K_VARBIN, K_MAP)]]] = 0
+    a8 = _arena(max(fixed, 8))
+    for i in viewed:  # a null's view is all zeros, and a short value's unused bytes too
+        a8[-1 - data_base[i] : -1 - data_base[i] + 16 * int(counts[i])] = 0
     return Buffers(
         fixed_base,
         off_base,
         data_base,
         valid_base,
-        _arena(max(fixed, 8)),
+        a8,
         offs,
         _arena(max(data, 1)),
         _arena(max(valid, 1)),
@@ -171,33 +173,7 @@ class _Sources:
     of fields a version lacks)."""
 
     def __init__(self, data: np.ndarray, const_bytes: np.ndarray) -> None:
-        self.data, self.consts = data, const_bytes
         self.buffers = [pa.py_buffer(data), pa.py_buffer(const_bytes)]
-
-
-def _views(starts: np.ndarray, lengths: np.ndarray, src: _Sources) -> pa.Buffer:
-    """Arrow's 16-byte views: length, then the value itself (up to 12 bytes) or its first 4
-    bytes, buffer index and offset. ``starts``: where each value starts in the input, or
-    ``-1 - where`` in the constants (a null has length 0, and its start is never read)."""
-    n = len(lengths)
-    out = np.zeros((n, 16), np.uint8)
-    words = out.view(np.int32)  # n x 4
-    words[:, 0] = lengths
-    in_consts = starts < 0
-    long = np.flatnonzero(lengths > VIEW_INLINE)
-    short = np.flatnonzero((lengths > 0) & (lengths <= VIEW_INLINE))
-    for source, here in ((src.data, ~in_consts), (src.consts, in_consts)):
-        rows = long[here[long]]
-        at = starts[rows] if source is src.data else -1 - starts[rows]
-        words[rows, 2] = int(source is src.consts)
-        words[rows, 3] = at
-        out[rows, 4:8] = source[at[:, None] + np.arange(4)]  # the prefix
-        rows = short[here[short]]
-        at = starts[rows] if source is src.data else -1 - starts[rows]
-        within = np.arange(VIEW_INLINE) < lengths[rows, None]
-        picked = source[np.where(within, at[:, None] + np.arange(VIEW_INLINE), at[:, None])]
-        out[rows, 4:] = np.where(within, picked, 0)
-    return pa.py_buffer(out)
 
 
 def _array(
@@ -230,10 +206,8 @@ def _array(
         return pa.ExtensionArray.from_storage(t, arr) if storage is not t else arr
     if node.kind == K_VARBIN and bufs.data_base[i] < 0:
         assert sources is not None
-        ends = bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1]
         at = -1 - int(bufs.data_base[i])
-        starts = bufs.a8.view(np.int64)[at : at + length]
-        views = _views(starts, np.diff(ends), sources)
+        views = pa.py_buffer(bufs.a8[at : at + 16 * length])
         return pa.Array.from_buffers(
             pa.binary_view(), length, [validity, views, *sources.buffers], null_count=nulls
         )

@@ -44,6 +44,7 @@ from arrowkafka.kernels.isa import (
 # type and compile per call site, so they stay calls (LLVM still inlines the small ones).
 _be = njit(_k._be.py_func)
 _put = njit(_k._put.py_func)
+_put_view = njit(_k._put_view.py_func)
 _signed = njit(_k._signed.py_func)
 _uvarint = njit(_k._uvarint.py_func)
 _varint = njit(_k._varint.py_func)
@@ -232,7 +233,7 @@ class _Gen:
             self.put(ind + 1, f"if fill:\n    dst = data_base[{node}]\n    if dst >= 0:\n"
                               f"        dst += dcounts[{node}]\n"
                               f"        bytes_out[dst : dst + n] = data[pos : pos + n]\n"
-                              f"    else:\n        a64[-1 - dst + counts[{node}]] = pos")  # fmt: skip
+                              f"    else:\n        _put_view(a8, a32, -1 - dst + 16 * counts[{node}], data, pos, n, 0)")  # fmt: skip
         self.put(ind, f"dcounts[{node}] += n")
         self.put(
             ind,
@@ -478,7 +479,7 @@ class _Gen:
             self.put(ind, f"if fill:\n    dst = data_base[{node}]\n    if dst >= 0:\n"
                           f"        dst += dcounts[{node}]\n"
                           f"        bytes_out[dst : dst + {b}] = const_bytes[{a} : {a} + {b}]\n"
-                          f"    else:\n        a64[-1 - dst + counts[{node}]] = {-1 - a}\n"
+                          f"    else:\n        _put_view(a8, a32, -1 - dst + 16 * counts[{node}], const_bytes, {a}, {b}, 1)\n"
                           f"    offs[np.uint64(off_base[{node}] + counts[{node}] + 1)] = np.int32(dcounts[{node}] + {b})")  # fmt: skip
             self.put(ind, f"dcounts[{node}] += {b}")
         elif op in ("DEF_LIST", "DEF_MAP"):

@@ -165,3 +165,24 @@ def test_counts_match_an_independent_census(capture: str) -> None:
         if s[direction + "s"]
     }
     assert ours == theirs
+
+
+def test_payloads_are_written_without_dictionaries(tmp_path: Path) -> None:
+    """Names repeat and get a dictionary; payloads (records fields, record keys, values and
+    header values) do not: a dictionary there costs time and saves nothing."""
+    decode_capture([SHARED / "captures" / "tansu_confluent.pcap"], tmp_path, ak.load_specs())
+
+    def dictionary_columns(table: str) -> dict[str, bool]:
+        meta = pq.ParquetFile(tmp_path / f"{table}.parquet").metadata
+        group = meta.row_group(0)
+        return {
+            group.column(i).path_in_schema: any("DICTIONARY" in e for e in group.column(i).encodings)
+            for i in range(meta.num_columns)
+        }
+
+    records = dictionary_columns("records")
+    assert not records["key"] and not records["value"] and not records["headers.list.element.value"]
+    assert records["topic"] and records["headers.list.element.key"] and records["_client_id"]
+    produce = dictionary_columns("ProduceRequest")
+    assert not produce["topic_data.list.element.partition_data.list.element.records"]
+    assert produce["topic_data.list.element.name"]

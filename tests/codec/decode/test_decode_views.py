@@ -23,6 +23,7 @@ from arrowkafka import oracle as ref
 from arrowkafka.api import SpecSet
 from arrowkafka.assembly import assemble
 from arrowkafka.assembly.assemble import view_nodes
+from arrowkafka.kernels import decode as kernel
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED, SPEC_FOLDERS
 from tests.strategies import message_value
@@ -154,25 +155,31 @@ def test_the_generated_kernel_writes_the_same_views(body: bytes, name: str, vers
 
 
 def test_views_of_both_sources_and_every_length() -> None:
-    """The view builder on its own: values from the input and from the constants, empty, inline
-    (up to 12 bytes) and longer, and nulls, against pyarrow's own views of the same values."""
+    """The kernels' view writer on its own: values from the input and from the constants,
+    empty, inline (up to 12 bytes) and longer, and nulls (left as the allocation's zeros),
+    against pyarrow's own views of the same values."""
     data = np.frombuffer(bytes(range(256)) * 2, np.uint8)
     consts = np.frombuffer(b"constant-default-bytes-here", np.uint8)
-    cases = [(0, 0), (5, 1), (10, 12), (3, 13), (100, 200), (-1 - 0, 8), (-1 - 2, 20), (0, 0)]
-    starts = np.array([s for s, _ in cases], np.int64)
-    lengths = np.array([n for _, n in cases], np.int32)
-    valid = np.array([1, 1, 1, 1, 1, 1, 1, 0], bool)
-    src = assemble._Sources(data, consts)
-    views = assemble._views(starts, lengths, src)
+    # (source, position, length); None: a null
+    cases = [(data, 0, 0), (data, 5, 1), (data, 10, 12), (data, 3, 13), (data, 100, 200), (consts, 0, 8),
+             (consts, 2, 20), None]  # fmt: skip
+    a8 = np.zeros(16 * len(cases), np.uint8)
+    for slot, case in enumerate(cases):
+        if case is not None:
+            src, pos, n = case
+            kernel._put_view(a8, a8.view(np.int32), 16 * slot, src, pos, n, int(src is consts))
+    valid = np.array([c is not None for c in cases])
     got = pa.Array.from_buffers(
         pa.binary_view(),
         len(cases),
-        [pa.py_buffer(np.packbits(valid, bitorder="little")), views, *src.buffers],
+        [
+            pa.py_buffer(np.packbits(valid, bitorder="little")),
+            pa.py_buffer(a8),
+            pa.py_buffer(data),
+            pa.py_buffer(consts),
+        ],
     )
     got.validate(full=True)
-    want = [
-        (data[s : s + n] if s >= 0 else consts[-1 - s : -1 - s + n]).tobytes() if ok else None
-        for (s, n), ok in zip(cases, valid, strict=True)
-    ]
+    want = [None if c is None else c[0][c[1] : c[1] + c[2]].tobytes() for c in cases]
     assert got.to_pylist() == want
     assert got.equals(pa.array(want, pa.binary_view()))
