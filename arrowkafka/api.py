@@ -153,14 +153,16 @@ class SpecSet(Mapping[str, MessageSpec]):
             first use (seconds; then cached on disk) and faster.
             ``"auto"`` (default): the interpreter; once the plan has decoded 64 MB in this
             process, its kernel is compiled in a child process (once per machine) and used
-            as soon as it is ready (a kernel an earlier process built: after 32 MB).
+            as soon as it is ready (a kernel an earlier process built: after 48 MB).
         views : bool
             ``True``: ``bytes`` and ``records`` fields come as ``binary_view`` arrays pointing
-            into the input instead of copies (the batch keeps the input's buffer alive); a
-            default that is not in the input points into the plan's constants. Strings are
-            still copied (they are checked as UTF-8 anyway). Parquet, DuckDB and Polars take
-            views; ``.cast(pa.binary())`` copies where something does not. An input of 2 GiB
-            or more is copied as usual (a view addresses its buffer with 31 bits).
+            into the input instead of copies (the batch keeps the input's buffer alive, and
+            reads it: a caller that overwrites the buffer behind ``Ranges`` changes the batch);
+            a default that is not in the input points into the plan's constants. Strings are
+            still copied (they are checked as UTF-8 anyway). Parquet, DuckDB, Polars and
+            ``encode`` take views; pyarrow 26's ``take`` and ``filter`` do not, and
+            ``.cast(pa.binary())`` copies where something does not. An input of 2 GiB or more
+            is copied as usual (a view addresses its buffer with 31 bits).
 
         Examples
         --------

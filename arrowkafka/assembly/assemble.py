@@ -95,7 +95,8 @@ def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = 
             fixed_base[i] = fixed
             fixed += _aligned(c * node.width)
         if node.kind in (K_LIST, K_VARBIN, K_MAP):
-            if c >= 2**31 - 1 or (node.kind == K_VARBIN and dcounts[i] >= 2**31):
+            # (a view node's bytes stay in the input: only its count is bounded here)
+            if c >= 2**31 - 1 or (node.kind == K_VARBIN and i not in viewed and dcounts[i] >= 2**31):
                 raise BatchTooLarge(f"{node.path}: more than 2 GiB or 2^31 items in one batch")
             off_base[i] = offsets
             offsets += _aligned(c + 1)

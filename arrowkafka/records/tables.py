@@ -243,7 +243,9 @@ class RecordColumns:
             (16 * n * views, 1), (16 * n * views, 1),
         ]  # fmt: skip
         starts = np.cumsum([0] + [-(-m * w // 64) * 64 for m, w in lengths])
-        block = np.empty(int(starts[-1]), np.uint8)
+        raw = np.empty(int(starts[-1]) + 64, np.uint8)
+        shift = -raw.ctypes.data % 64
+        block = raw[shift : shift + int(starts[-1])]
         dtypes = {8: np.int64, 4: np.int32, 1: np.uint8}
         cols = [block[a : a + m * w].view(dtypes[w]) for (m, w), a in zip(lengths, starts, strict=False)]
         # the walk writes where each value starts; the end of each offsets array is the total

@@ -125,7 +125,9 @@ def _writer_options(schema: pa.Schema) -> dict[str, Any]:
     }
 
 
-PAYLOADS = {"records", "key", "value"}  # binary leaves that hold data, not names: no dictionary
+# binary leaves that hold data, not names: no dictionary (``records`` fields, record keys,
+# values and header values; unknown tags' values, which rarely repeat either)
+PAYLOADS = {"records", "key", "value"}
 
 
 def _byte_array_columns(schema: pa.Schema) -> list[str]:

@@ -183,3 +183,21 @@ def test_views_of_both_sources_and_every_length() -> None:
     want = [None if c is None else c[0][c[1] : c[1] + c[2]].tobytes() for c in cases]
     assert got.to_pylist() == want
     assert got.equals(pa.array(want, pa.binary_view()))
+
+
+def test_views_are_not_held_to_the_copies_2_gib() -> None:
+    """2,100 bodies over the same 1 MB body: 2.1 GB of records as copies, which one batch
+    cannot hold, but nothing to hold as views."""
+    from arrowkafka.codec.decode import Ranges
+
+    rows = ak.decode([PRODUCE], "ProduceRequest", 9)
+    value = rows.to_pylist()
+    value[0]["topic_data"][0]["partition_data"][0]["records"] = b"r" * (1 << 20)
+    body = ak.encode(pa.RecordBatch.from_pylist(value, schema=rows.schema), "ProduceRequest", 9)[0].as_py()
+    n = 2100
+    ranges = Ranges(np.frombuffer(body, np.uint8), np.zeros(n, np.int64), np.full(n, len(body), np.int64))
+    with pytest.raises(ValueError, match="more than 2 GiB"):
+        ak.decode(ranges, "ProduceRequest", 9)
+    got = ak.decode(ranges, "ProduceRequest", 9, views=True)
+    got.validate(full=True)
+    assert got.slice(n - 1).to_pylist() == ak.decode([body], "ProduceRequest", 9).to_pylist()
