@@ -42,15 +42,16 @@ from arrowkafka.kernels.isa import (
 
 # The interpreter inlines its helpers at Numba's level; here that would multiply the code to
 # type and compile per call site, so they stay calls (LLVM still inlines the small ones).
-_be = njit(_k._be.py_func)
-_put = njit(_k._put.py_func)
-_put_view = njit(_k._put_view.py_func)
-_signed = njit(_k._signed.py_func)
-_uvarint = njit(_k._uvarint.py_func)
-_varint = njit(_k._varint.py_func)
-_settle = njit(_k._settle.py_func)
-_utf8_ok = njit(_k._utf8_ok.py_func)
-_read_len = njit(_k._read_len.py_func)
+# (``getattr``: with NUMBA_DISABLE_JIT the helpers are plain functions already)
+_be = njit(getattr(_k._be, "py_func", _k._be))
+_put = njit(getattr(_k._put, "py_func", _k._put))
+_put_view = njit(getattr(_k._put_view, "py_func", _k._put_view))
+_signed = njit(getattr(_k._signed, "py_func", _k._signed))
+_uvarint = njit(getattr(_k._uvarint, "py_func", _k._uvarint))
+_varint = njit(getattr(_k._varint, "py_func", _k._varint))
+_settle = njit(getattr(_k._settle, "py_func", _k._settle))
+_utf8_ok = njit(getattr(_k._utf8_ok, "py_func", _k._utf8_ok))
+_read_len = njit(getattr(_k._read_len, "py_func", _k._read_len))
 
 '''
 

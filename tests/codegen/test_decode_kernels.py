@@ -91,3 +91,25 @@ def test_generated_module_is_cached_on_disk(tmp_path: Path) -> None:
     from arrowkafka.codegen.modules import cache_dir
 
     assert any(cache_dir().glob("ak_*.py"))
+
+
+def test_the_generated_source_runs_without_the_jit(tmp_path: Path) -> None:
+    """``kernel="specialised"`` with NUMBA_DISABLE_JIT=1: the generated module runs as Python
+    (its helpers are the interpreter's, plain functions then), decoding and encoding, with views too."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import arrowkafka as ak\n"
+        f"b = open({str(SHARED / 'vectors' / 'fetch_request_v12.bin')!r}, 'rb').read()\n"
+        "a = ak.decode([b] * 3, 'FetchRequest', 12, kernel='specialised')\n"
+        "assert a.equals(ak.decode([b] * 3, 'FetchRequest', 12, kernel='interpreter'))\n"
+        "v = ak.decode([b] * 3, 'FetchRequest', 12, kernel='specialised', views=True)\n"
+        "assert v.to_pylist() == a.to_pylist()\n"
+        "assert ak.encode(a, 'FetchRequest', 12, kernel='specialised').to_pylist() == [b] * 3\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "ARROWKAFKA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
