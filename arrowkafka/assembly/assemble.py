@@ -81,7 +81,7 @@ def view_nodes(plan: Plan) -> set[int]:
 
 def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = False) -> Buffers:
     """Allocate every buffer exactly once, from pass 1's slot and byte counts; with ``views``,
-    a place for where each value of a view node starts instead of its bytes."""
+    a view node gets 16 zeroed bytes a value in ``a8`` (its Arrow views) instead of its bytes."""
     viewed = view_nodes(plan) if views else set()
     n = len(plan.nodes)
     fixed_base = np.zeros(n, np.int64)
@@ -154,10 +154,10 @@ def assemble(
     schema = plan.schema
     if bad is not None:  # errors="null": the schema says every column may be null, always
         schema = pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
-    sources = None
-    if (bufs.data_base < 0).any():  # view nodes: their buffers are the input and the constants
+    sources = None  # what view nodes point into: buffer 0 the input, 1 the plan's constants
+    if (bufs.data_base < 0).any():
         assert data is not None
-        sources = _Sources(data, plan.const_bytes)
+        sources = [pa.py_buffer(data), pa.py_buffer(plan.const_bytes)]
     columns = [_array(c, bufs, counts, dcounts, row_valid, sources) for c in plan.root.children]
     if not columns:
         empty = pa.Array.from_buffers(pa.struct([]), rows, [None])
@@ -169,21 +169,13 @@ def assemble(
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-class _Sources:
-    """What view nodes point into: buffer 0 the input, buffer 1 the plan's constants (defaults
-    of fields a version lacks)."""
-
-    def __init__(self, data: np.ndarray, const_bytes: np.ndarray) -> None:
-        self.buffers = [pa.py_buffer(data), pa.py_buffer(const_bytes)]
-
-
 def _array(
     node: Node,
     bufs: Buffers,
     counts: np.ndarray,
     dcounts: np.ndarray,
     row_valid: np.ndarray | None = None,
-    sources: _Sources | None = None,
+    sources: list[pa.Buffer] | None = None,
 ) -> pa.Array:
     """One node's array over its slices of the arenas. (A function of its own, not a closure
     calling itself: such a closure is a reference cycle, and would keep the arenas from being
@@ -209,9 +201,7 @@ def _array(
         assert sources is not None
         at = -1 - int(bufs.data_base[i])
         views = pa.py_buffer(bufs.a8[at : at + 16 * length])
-        return pa.Array.from_buffers(
-            pa.binary_view(), length, [validity, views, *sources.buffers], null_count=nulls
-        )
+        return pa.Array.from_buffers(pa.binary_view(), length, [validity, views, *sources], null_count=nulls)
     if node.kind == K_VARBIN:
         offsets = pa.py_buffer(bufs.offs[bufs.off_base[i] : bufs.off_base[i] + length + 1])
         data = pa.py_buffer(bufs.bytes_out[bufs.data_base[i] : bufs.data_base[i] + dcounts[i]])
