@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import arrowkafka as ak
-from arrowkafka.records.codecs import decompress
+from arrowkafka.records.codecs import Sink, decompress_into
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -140,11 +140,15 @@ def _kio(buf: bytes) -> int:
 
 
 def _decompress_only(buf: bytes) -> int:
+    """Every batch's records decompressed by the codec libraries decode_records calls, into one
+    buffer used again for each batch (as decode_records does with copies), and nothing else."""
     pos, n, view = 0, 0, memoryview(buf)
+    sink = Sink(1 << 21)
     while pos < len(buf):
         length = struct.unpack_from(">i", buf, pos + 8)[0]
         codec = struct.unpack_from(">h", buf, pos + 21)[0] & 7
-        n += len(decompress(codec, view[pos + 61 : pos + 12 + length], 1 << 30))
+        sink.at = 0
+        n += decompress_into(codec, view[pos + 61 : pos + 12 + length], 1 << 30, sink)
         pos += 12 + length
     return n
 

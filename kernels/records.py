@@ -43,7 +43,7 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .decode import _be, _signed, _utf8_ok, _uvarint
+from .decode import _be, _signed, _utf8_ok, _uvarint_inline
 from .hints import prefetch
 from .isa import E_TRUNCATED, OK
 
@@ -105,6 +105,7 @@ R_INNER_CRC = 15  # an inner message whose CRC-32 does not check (d1 stored, d2 
 R_DECOMPRESS = 16  # set by the caller: the codec refused the region
 R_TOO_BIG = 17  # set by the caller: the region decompresses past the cap (d1 cap)
 R_NO_VALUE = 18  # a compressed wrapper whose value is null
+FULL = -1  # not an error: the batch does not fit what is left of the columns (walk_records)
 
 # attributes
 CODEC_MASK = 0x07
@@ -327,7 +328,7 @@ def _zigzag(data, pos, end, bits):
     if pos + 1 < end and data[pos + 1] < 0x80:  # two: deltas and lengths up to 8191
         u = np.int64(data[pos] & 0x7F) | (np.int64(data[pos + 1]) << 7)
         return (u >> 1) ^ -(u & 1), pos + 2, OK
-    v, pos, err = _uvarint(data, pos, end, bits)
+    v, pos, err = _uvarint_inline(data, pos, end, bits)
     if err != OK:
         return np.int64(0), pos, R_OVERRUN if err == E_TRUNCATED else R_VARINT
     u = np.int64(v)
@@ -507,6 +508,8 @@ def walk_records(
     payloads,
     views,
     inner_first,
+    t,
+    cap,
     # the columns; written only when ``fill`` (any arrays when not)
     r_batch,
     r_offset,
@@ -527,20 +530,21 @@ def walk_records(
     k_view,
     v_view,
 ):
-    """Walk the records of batches b0..b1 that read well.
+    """Walk the records of batches b0..b1 that read well, checking every record, and set each
+    batch's H_NREC and byte counts, or its error.
 
-    ``fill=False`` (count): checks every record and sets H_NREC and the byte counts of each
-    batch, or its error. ``fill=True``: the caller sized every column from those counts; the
-    same walk writes record ``n`` at index ``n`` of each column, in Arrow's own layout so the
-    arrays wrap them as they are: int32 sizes (-1: null), keys and values back to back in
-    ``k_data``/``v_data`` with ``k_off[n]``/``v_off[n]`` where each starts, headers likewise
-    (``h_off[n]``: the record's first header). The caller writes the last offsets (the totals).
+    ``t`` holds the cursors (records, key bytes, value bytes, headers, header key bytes, header
+    value bytes) and moves on past each batch walked. ``fill=True`` also writes record ``n`` at
+    index ``n`` of each column as it goes, in Arrow's own layout so the arrays wrap them as
+    they are: int32 sizes (-1: null), keys and values back to back in ``k_data``/``v_data``
+    with ``k_off[n]``/``v_off[n]`` where each starts, headers likewise (``h_off[n]``: the
+    record's first header). ``cap`` holds what the columns have room for, in the cursors'
+    order: a batch that would pass it is left as it was (cursors back at its start) and the
+    walk stops there. The caller writes the last offsets (the totals).
     ``views``: keys and values are not copied; ``k_view``/``v_view`` get Arrow's 16-byte views
     into ``data`` (buffers 0..) or ``inner`` (buffers ``inner_first``..), see ``_put_view``.
-    Returns the totals (records, key bytes, value bytes, headers, header key bytes, header value
-    bytes) of the batches walked.
+    Returns the batch the walk stopped at: b1 when every batch was walked.
     """
-    t = np.zeros(6, dtype=np.int64)  # cursors: records, key, value, headers, hkey, hvalue bytes
     for b in range(b0, b1):
         if hdr[H_STATUS, b] != B_OK:
             continue
@@ -563,6 +567,7 @@ def walk_records(
                 views,
                 vbase,
                 t,
+                cap,
                 r_batch,
                 r_offset,
                 r_ts,
@@ -595,6 +600,7 @@ def walk_records(
                 views,
                 vbase,
                 t,
+                cap,
                 r_batch,
                 r_offset,
                 r_ts,
@@ -609,10 +615,10 @@ def walk_records(
                 k_view,
                 v_view,
             )
-        if fill:
-            continue
         if err != OK:
             t[0], t[1], t[2], t[3], t[4], t[5] = n0, k0, v0, h0, hk0, hv0
+            if err == FULL:
+                return b
             continue
         hdr[H_NREC, b] = t[0] - n0
         hdr[H_KEY_BYTES, b] = t[1] - k0
@@ -620,7 +626,7 @@ def walk_records(
         hdr[H_NHEADERS, b] = t[3] - h0
         hdr[H_HKEY_BYTES, b] = t[4] - hk0
         hdr[H_HVALUE_BYTES, b] = t[5] - hv0
-    return t
+    return b1
 
 
 @njit(cache=True, nogil=True)
@@ -731,6 +737,7 @@ def _walk_v2(
     views,
     vbase,
     t,
+    cap,
     r_batch,
     r_offset,
     r_ts,
@@ -755,9 +762,13 @@ def _walk_v2(
     base_ts = hdr[H_BASE_TS, b]
     log_append = (hdr[H_ATTR, b] & ATTR_LOG_APPEND_TIME) != 0
     max_ts = hdr[H_MAX_TS, b]
-    found = 0
+    # the cursors in locals, written back once the batch is walked: stores to ``t`` could
+    # alias the columns, so the compiler would reload them after every copy
+    n, kc, vc, hc, hkc, hvc = t[0], t[1], t[2], t[3], t[4], t[5]
+    n0 = n
+    copies = payloads and not views
     while pos < end:
-        if found == count:
+        if n - n0 == count:
             return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
         rec_start = pos
         _ahead(buf, pos, end)
@@ -791,36 +802,37 @@ def _walk_v2(
         if err != OK:
             return _fail_at(hdr, b, fill, err, at, nh, rend - pos)
         ts = max_ts if log_append else base_ts + ts_delta
-        n = t[0]
         # (written out here and in the other walk: a helper taking the columns costs a
         # reference count per array per record, 3x the walk's time: see _record_note)
         if fill:
+            if n >= cap[0] or (copies and (kc + klen > cap[1] or vc + vlen > cap[2])):
+                return FULL
             r_batch[n] = b
             r_offset[n] = base_offset + off_delta
             r_ts[n] = ts
             r_size[n] = rend - rec_start
             r_key_size[n] = klen
             r_value_size[n] = vlen
-            k_off[n] = t[1]
-            v_off[n] = t[2]
-            h_off[n] = t[3]
+            k_off[n] = kc
+            v_off[n] = vc
+            h_off[n] = hc
             if views:
                 _put_view(k_view, n, buf, kpos, klen if payloads else -1, vbase)
                 _put_view(v_view, n, buf, vpos, vlen if payloads else -1, vbase)
             elif payloads:
                 if klen > 0:
-                    _copy(buf, kpos, klen, k_data, t[1])
+                    _copy(buf, kpos, klen, k_data, kc)
                 if vlen > 0:
-                    _copy(buf, vpos, vlen, v_data, t[2])
-        if payloads and not views:
-            t[1] += max(klen, 0)
-            t[2] += max(vlen, 0)
+                    _copy(buf, vpos, vlen, v_data, vc)
+        if copies:
+            kc += max(klen, 0)
+            vc += max(vlen, 0)
         for _ in range(nh):
             at = pos
             hk, pos, err = _length(buf, pos, rend, 0)
             if err != OK:
                 return _fail_at(hdr, b, fill, err, at, hk, rend - pos)
-            if not fill and not _utf8_ok(buf, pos, hk):
+            if not _utf8_ok(buf, pos, hk):
                 return _fail_at(hdr, b, fill, R_UTF8, pos, hk, 0)
             hkpos = pos
             pos += hk
@@ -829,23 +841,24 @@ def _walk_v2(
             if err != OK:
                 return _fail_at(hdr, b, fill, err, at, hv, rend - pos)
             if fill:
-                h = t[3]
-                hk_off[h] = t[4]
-                _copy(buf, hkpos, hk, hk_data, t[4])
-                hv_size[h] = hv
-                hv_off[h] = t[5]
+                if hc >= cap[3] or hkc + hk > cap[4] or hvc + hv > cap[5]:
+                    return FULL
+                hk_off[hc] = hkc
+                _copy(buf, hkpos, hk, hk_data, hkc)
+                hv_size[hc] = hv
+                hv_off[hc] = hvc
                 if hv > 0:
-                    _copy(buf, pos, hv, hv_data, t[5])
+                    _copy(buf, pos, hv, hv_data, hvc)
             pos += max(hv, 0)
-            t[3] += 1
-            t[4] += hk
-            t[5] += max(hv, 0)
+            hc += 1
+            hkc += hk
+            hvc += max(hv, 0)
         if pos != rend:
             return _fail_at(hdr, b, fill, R_RECORD_SIZE, rec_start, rlen, rlen - (rend - pos))
-        t[0] += 1
-        found += 1
-    if found != count:
-        return _fail_at(hdr, b, fill, R_COUNT, end, count, found)
+        n += 1
+    if n - n0 != count:
+        return _fail_at(hdr, b, fill, R_COUNT, end, count, n - n0)
+    t[0], t[1], t[2], t[3], t[4], t[5] = n, kc, vc, hc, hkc, hvc
     return OK
 
 
@@ -862,6 +875,7 @@ def _walk_legacy(
     views,
     vbase,
     t,
+    cap,
     r_batch,
     r_offset,
     r_ts,
@@ -883,7 +897,7 @@ def _walk_legacy(
     wrapper_offset = hdr[H_BASE_OFFSET, b]
     # magic 1 inner offsets are relative to the last one: Kafka's AbstractLegacyRecordBatch
     relative = wrapper and magic == 1 and wrapper_offset != 0
-    shift = wrapper_offset - hdr[H_LAST_INNER, b] if relative else np.int64(0)
+    n0 = t[0]
     first = True
     while pos < end:
         msg = pos
@@ -905,11 +919,10 @@ def _walk_legacy(
             return _fail_at(hdr, b, fill, R_LENGTH, pos + AT_LENGTH, size, LEGACY_MIN[magic])
         attr = np.int64(buf[pos + LEGACY_ATTR])
         if wrapper:
-            if not fill:
-                stored = np.int64(_be(buf, pos + LEGACY_CRC, 4))
-                calc = np.int64(crc32(crc32_table, buf, pos + LEGACY_CRC_FROM, stop))
-                if stored != calc:
-                    return _fail_at(hdr, b, fill, R_INNER_CRC, pos + LEGACY_CRC, stored, calc)
+            stored = np.int64(_be(buf, pos + LEGACY_CRC, 4))
+            calc = np.int64(crc32(crc32_table, buf, pos + LEGACY_CRC_FROM, stop))
+            if stored != calc:
+                return _fail_at(hdr, b, fill, R_INNER_CRC, pos + LEGACY_CRC, stored, calc)
             if attr & CODEC_MASK:
                 return _fail_at(hdr, b, fill, R_NESTED, pos + LEGACY_ATTR, attr & CODEC_MASK, 0)
         ts = np.int64(-1)
@@ -930,7 +943,7 @@ def _walk_legacy(
         if max(vlen, 0) != stop - p - 4:
             return _fail_at(hdr, b, fill, R_RECORD_SIZE, p, vlen, stop - p - 4)
         vpos = p + 4
-        if not fill and wrapper:
+        if wrapper:
             if first:
                 hdr[H_FIRST_INNER, b] = offset
             hdr[H_LAST_INNER, b] = offset
@@ -939,8 +952,12 @@ def _walk_legacy(
         # (written out here and in the other walk: a helper taking the columns costs a
         # reference count per array per record, 3x the walk's time: see _record_note)
         if fill:
+            if n >= cap[0] or (
+                payloads and not views and (t[1] + max(klen, 0) > cap[1] or t[2] + max(vlen, 0) > cap[2])
+            ):
+                return FULL
             r_batch[n] = b
-            r_offset[n] = offset + shift
+            r_offset[n] = offset
             r_ts[n] = ts
             r_size[n] = stop - msg
             r_key_size[n] = klen
@@ -961,12 +978,15 @@ def _walk_legacy(
             t[2] += max(vlen, 0)
         t[0] += 1
         pos = stop
+    if fill and relative:  # known at the end: the offsets are relative to the last one
+        shift = wrapper_offset - hdr[H_LAST_INNER, b]
+        for r in range(n0, t[0]):
+            r_offset[r] += shift
     return OK
 
 
 @njit(cache=True, nogil=True)
 def _fail_at(hdr, b, fill, code, buf_pos, d1, d2):
-    """Record the first failure of batch b (count pass only: the fill pass walks good batches)."""
-    if not fill:
-        _fail(hdr, b, code, _where(hdr, b, buf_pos), d1, d2)
+    """Record the first failure of batch b."""
+    _fail(hdr, b, code, _where(hdr, b, buf_pos), d1, d2)
     return code

@@ -1,11 +1,14 @@
 """Record batch payloads compressed and decompressed: one place for each codec's framing.
 
-Decompression (``decompress``): one function per codec, each capped.
+Decompression (``decompress_into``): one function per codec, each capped, each writing at the
+end of a ``Sink`` (one numpy buffer): the decoder walks the records where they land, with no
+bytes object and no join in between. ``decompress`` returns bytes, for tests and tools.
 
 Libraries (measured on batches of many small payloads, where per-call cost shows; see the
-README): gzip by the standard library's zlib, snappy by cramjam (raw blocks; the xerial framing
-Java writes is read here), lz4 blocks by python-lz4 (Kafka's frame is read here), zstd by
-python-zstandard. Each function returns the bytes or raises ``CodecError`` with a reason; none
+README): gzip by the standard library's zlib, snappy by cramjam (raw blocks, straight into the
+sink; the xerial framing Java writes is read here), lz4 blocks by cramjam straight into the sink
+(python-lz4 for a block linked to the one before it; Kafka's frame is read here), zstd by
+python-zstandard. Each function writes the bytes or raises ``CodecError`` with a reason; none
 of them produces more than ``cap`` bytes: a payload that would is refused as soon as it passes
 the cap, before more memory is taken.
 
@@ -15,13 +18,15 @@ codec's default level.
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import cramjam
 import lz4.block
+import numpy as np
 import zstandard
 
-__all__ = ["CODECS", "CodecError", "TooBig", "compress", "decompress"]
+__all__ = ["CODECS", "CodecError", "Sink", "TooBig", "compress", "decompress", "decompress_into"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # attributes & 7
 
@@ -34,26 +39,69 @@ class TooBig(CodecError):
     """The payload decompresses to more than the cap."""
 
 
+class Sink:
+    """Decompressed bytes, back to back in one numpy buffer; ``at`` is where the next go.
+
+    numpy's allocation rather than bytes objects: numpy asks for huge pages, and on a VM a
+    fresh 4 KiB page costs microseconds. Pages never written cost nothing, so ``size`` may be a
+    generous guess."""
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self.buf = np.empty(max(size, 1), np.uint8)
+        self.at = 0
+
+    def room(self, n: int) -> np.ndarray:
+        """The next ``n`` bytes of the buffer (grown when short: a copy of what was written).
+        A numpy array: cramjam fills one faster than a memoryview (numpy's type stubs do not
+        declare its buffer protocol, hence the ignores where cramjam takes one)."""
+        if self.at + n > len(self.buf):
+            grown = np.empty(max(2 * len(self.buf), self.at + n), np.uint8)
+            grown[: self.at] = self.buf[: self.at]
+            self.buf = grown
+        return self.buf[self.at : self.at + n]
+
+    def write(self, chunk: bytes | memoryview) -> None:
+        self.room(len(chunk))[:] = np.frombuffer(chunk, np.uint8)
+        self.at += len(chunk)
+
+    def since(self, start: int) -> memoryview:
+        return self.buf.data[start : self.at]
+
+
+def decompress_into(codec: int, payload: memoryview, cap: int, sink: Sink) -> int:
+    """Decompress ``payload`` at the end of ``sink`` -> the bytes written (at most ``cap``).
+    On an error the sink's end stays where it was."""
+    start = sink.at
+    try:
+        if codec == 1:
+            _gzip(payload, cap, sink)
+        elif codec == 2:
+            _snappy(payload, cap, sink)
+        elif codec == 3:
+            _lz4(payload, cap, sink)
+        elif codec == 4:
+            _zstd(payload, cap, sink)
+        else:
+            raise CodecError(f"unknown codec {codec}")
+    except CodecError:
+        sink.at = start
+        raise
+    return sink.at - start
+
+
 def decompress(codec: int, payload: memoryview, cap: int) -> bytes:
-    if codec == 1:
-        return _gzip(payload, cap)
-    if codec == 2:
-        return _snappy(payload, cap)
-    if codec == 3:
-        return _lz4(payload, cap)
-    if codec == 4:
-        return _zstd(payload, cap)
-    raise CodecError(f"unknown codec {codec}")
+    sink = Sink(4 * len(payload))
+    decompress_into(codec, payload, cap, sink)
+    return bytes(sink.since(0))
 
 
 FEED = 1 << 16  # input handed to a streaming decompressor at a time: what it copies back stays small
 
 
-def _gzip(payload: memoryview, cap: int) -> bytes:
+def _gzip(payload: memoryview, cap: int, sink: Sink) -> None:
     """Every gzip member in turn (a payload may hold several); bytes after the last member that
     do not start another one are ignored, as Java's GZIPInputStream does. Input goes in pieces,
     so many small members cost time in proportion to the payload, not its square."""
-    out: list[bytes] = []
     total = 0
     pos = 0
     n = len(payload)
@@ -64,38 +112,42 @@ def _gzip(payload: memoryview, cap: int) -> bytes:
                 piece = payload[pos : pos + FEED]
                 chunk = d.decompress(piece, cap + 1 - total)
                 total += len(chunk)
-                out.append(chunk)
                 if total > cap:  # (output stops at cap + 1: nothing is left unconsumed below it)
                     raise TooBig(f"gzip data decompresses to more than {cap} bytes")
+                sink.write(chunk)
                 pos += len(piece) - len(d.unused_data)
         except zlib.error as e:
             raise CodecError(f"gzip: {e}") from None
         if not d.eof:
             raise CodecError("gzip: the data ends inside a member")
         if bytes(payload[pos : pos + 2]) != b"\x1f\x8b":
-            return b"".join(out)
+            return
 
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"  # then version and compat (int32 each; some writers swap bytes)
 
 
-def _snappy_raw(block: bytes | memoryview, cap: int) -> bytes:
+def _snappy_raw(block: bytes | memoryview, cap: int, sink: Sink) -> int:
     size, _ = _uvarint(block)
     if size > cap:
         raise TooBig(f"snappy block claims {size} bytes, more than {cap}")
     try:
-        return bytes(cramjam.snappy.decompress_raw(block))
+        n = cramjam.snappy.decompress_raw_into(block, sink.room(size))  # type: ignore[arg-type]
     except cramjam.DecompressionError as e:
         raise CodecError(f"snappy: {e}") from None
+    if n != size:
+        raise CodecError(f"snappy: {n} bytes where the block claims {size}")
+    sink.at += n
+    return n
 
 
-def _snappy(payload: memoryview, cap: int) -> bytes:
+def _snappy(payload: memoryview, cap: int, sink: Sink) -> None:
     """Xerial framing, as Java writes it (matched on its 8-byte magic only), or one raw block."""
     if bytes(payload[:8]) != XERIAL_MAGIC:
-        return _snappy_raw(payload, cap)
+        _snappy_raw(payload, cap, sink)
+        return
     if len(payload) < 16:
         raise CodecError("snappy (xerial): the header is cut short")
-    out: list[bytes] = []
     total = 0
     pos = 16
     while pos < len(payload):
@@ -105,11 +157,8 @@ def _snappy(payload: memoryview, cap: int) -> bytes:
         pos += 4
         if n > len(payload) - pos:
             raise CodecError(f"snappy (xerial): a block of {n} bytes with {len(payload) - pos} left")
-        block = _snappy_raw(payload[pos : pos + n], cap - total)
-        total += len(block)
-        out.append(block)
+        total += _snappy_raw(payload[pos : pos + n], cap - total, sink)
         pos += n
-    return b"".join(out)
 
 
 def _uvarint(data: bytes | memoryview) -> tuple[int, int]:
@@ -123,21 +172,21 @@ def _uvarint(data: bytes | memoryview) -> tuple[int, int]:
 
 
 LZ4_MAGIC = 0x184D2204
+_U32 = struct.Struct("<I")
 LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 
 
-def _lz4(payload: memoryview, cap: int) -> bytes:
+def _lz4(payload: memoryview, cap: int, sink: Sink) -> None:
     """Kafka's LZ4 frames, read block by block. The frame header checksum is not checked:
     magic 0 writers computed it wrongly (KAFKA-3160), and the batch CRC already covers
     these bytes."""
-    out: list[bytes] = []
     total = 0
     pos = 0
     n = len(payload)
     while pos < n:
         if n - pos < 7:
             raise CodecError("lz4: frame header cut short")
-        magic = int.from_bytes(payload[pos : pos + 4], "little")
+        (magic,) = _U32.unpack_from(payload, pos)
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
             size = int.from_bytes(payload[pos + 4 : pos + 8], "little")
             if size > n - pos - 8:
@@ -154,12 +203,12 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
             raise CodecError(f"lz4: block size code {(bd >> 4) & 7}")
         independent = flg & 0x20
         block_sum = 4 if flg & 0x10 else 0
-        history = b""  # linked blocks: the frame's last 64 KiB of output, what a match may reach
+        frame = sink.at  # linked blocks: a match may reach 64 KiB back into the frame's output
         pos += 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1  # descriptor and its checksum
         while True:
             if n - pos < 4:
                 raise CodecError("lz4: the data ends inside a frame")
-            word = int.from_bytes(payload[pos : pos + 4], "little")
+            (word,) = _U32.unpack_from(payload, pos)
             pos += 4
             if word == 0:  # end mark
                 pos += 4 if flg & 0x04 else 0  # content checksum
@@ -169,37 +218,40 @@ def _lz4(payload: memoryview, cap: int) -> bytes:
                 raise CodecError(f"lz4: a block of {size} bytes with {n - pos} left")
             raw = payload[pos : pos + size]
             if word & 0x80000000:
-                block = bytes(raw)
+                got = len(raw)
+                if total + got > cap:
+                    raise TooBig(f"lz4 data decompresses to more than {cap} bytes")
+                sink.write(raw)
             else:
                 want = min(block_max, cap - total + 1)
                 try:
-                    if independent or not history:
-                        block = lz4.block.decompress(raw, uncompressed_size=want)
-                    else:
+                    if independent or sink.at == frame:
+                        got = cramjam.lz4.decompress_block_into(raw, sink.room(want))  # type: ignore[arg-type]
+                    else:  # (python-lz4: cramjam takes no dictionary)
+                        history = bytes(sink.since(max(frame, sink.at - 65536)))
                         block = lz4.block.decompress(raw, uncompressed_size=want, dict=history)
-                except lz4.block.LZ4BlockError as e:
+                        got = len(block)
+                        if total + got <= cap:
+                            sink.room(got)[:] = np.frombuffer(block, np.uint8)
+                except (cramjam.DecompressionError, lz4.block.LZ4BlockError) as e:
                     if total + block_max > cap:
                         raise TooBig(f"lz4 data decompresses to more than {cap} bytes") from None
                     raise CodecError(f"lz4: {e}") from None
-            total += len(block)
-            if total > cap:
-                raise TooBig(f"lz4 data decompresses to more than {cap} bytes")
-            out.append(block)
-            if not independent:
-                history = (history + block)[-65536:]
+                if total + got > cap:
+                    raise TooBig(f"lz4 data decompresses to more than {cap} bytes")
+                sink.at += got
+            total += got
             pos += size + block_sum
         if pos > n:
             raise CodecError("lz4: the data ends inside a checksum")
-    return b"".join(out)
 
 
 ZSTD_MAX_RATIO = 1 << 15  # one 128 KiB block from a 4-byte RLE block: zstd's largest output per input byte
 
 
-def _zstd(payload: memoryview, cap: int) -> bytes:
+def _zstd(payload: memoryview, cap: int, sink: Sink) -> None:
     """Every frame in turn (frames may lack a content size and may be concatenated). Input goes
     in pieces small enough that one piece cannot pass the cap by more than itself could."""
-    out: list[bytes] = []
     total = 0
     pos = 0
     n = len(payload)
@@ -213,13 +265,12 @@ def _zstd(payload: memoryview, cap: int) -> bytes:
                 total += len(chunk)
                 if total > cap:
                     raise TooBig(f"zstd data decompresses to more than {cap} bytes")
-                out.append(chunk)
+                sink.write(chunk)
                 pos += len(piece) - (len(d.unused_data) if d.eof else 0)
         except zstandard.ZstdError as e:
             raise CodecError(f"zstd: {e}") from None
         if not d.eof:
             raise CodecError("zstd: the data ends inside a frame")
-    return b"".join(out)
 
 
 # ---- compression, as Kafka's Java client writes it (encode_records) ----

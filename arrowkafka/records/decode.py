@@ -7,7 +7,6 @@ kernel's columns into Arrow arrays, renders errors, and decodes control records.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,15 +17,23 @@ from arrowkafka.codec.decode import byte_ranges
 from arrowkafka.errors import Corrupt
 from arrowkafka.kernels import records as k
 from arrowkafka.records import tables
-from arrowkafka.records.codecs import CODECS, CodecError, TooBig, decompress
+from arrowkafka.records.codecs import CODECS, CodecError, Sink, TooBig, decompress_into
 from arrowkafka.records.control import decode_control
 
 __all__ = ["Records", "decode_records", "MAX_UNCOMPRESSED"]
 
 MAX_UNCOMPRESSED = 256 << 20  # bytes one batch may decompress to, unless the caller says more
 OFFSETS_LIMIT = (1 << 31) - 1  # int32 Arrow offsets: a column chunk holds less than this
-INNER_GUESS = 8  # decompressed bytes first reserved per compressed byte (reserved, not touched)
-WALK_GROUP = 256 << 10  # decompressed bytes the counting walk follows at a time (L2-sized)
+INNER_GUESS = 8  # decompressed bytes guessed per compressed byte, before any batch is decompressed
+WALK_GROUP = 1 << 20  # decompressed bytes walked at a time, while they are in the cache (L2-sized)
+CHUNK_RECORDS = 1 << 20  # records a chunk of the records table is first given room for
+SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
+# a chunk's columns and a buffer of decompressed records stay under glibc's 32 MB mmap threshold
+# at first: freed, the allocator reuses their memory, where fresh pages cost 0.1 ms a MB to fault in
+CHUNK_BLOCK = 24 << 20
+RECORD_BYTES = 48  # a record's fixed-width columns and offsets
+SEGMENT = 16 << 20
+VIEW_MAX_UNCOMPRESSED = 1 << 29  # a batch in a views buffer ends before 1 GiB (31-bit offsets)
 
 _REASONS = {
     k.R_LENGTH: "batch length {d1} is below the {d2} bytes its format needs",
@@ -114,20 +121,15 @@ def decode_records(
     hdr = np.zeros((k.NH, nb), np.int64)
     k.read_batches(data, starts, ends, hdr, k.CRC32_TABLE, k.CRC32C_TABLE, verify_crc)
     messages: dict[int, str] = {}
-    # views of values over 1 GiB could not name a 2 GiB window holding them: copy those (rare) inputs
-    point = views and payloads and _under_a_gib(hdr[k.H_SIZE])
-    inner, totals = _decompress_and_count(data, hdr, max_uncompressed, messages, payloads, point)
-    if point and not _under_a_gib(
-        np.where(hdr[k.H_INNER] == 1, hdr[k.H_REGION_END] - hdr[k.H_REGION_START], 0)
-    ):
-        point = False  # counted again for copies: a batch decompressed to 1 GiB or more
-        none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()
-        totals = k.walk_records(data, inner, hdr, 0, nb, False, k.CRC32_TABLE, payloads, False, 0, *none)
+    # views hold 31-bit offsets: into 2 GiB windows of the input, one every GiB, and into buffers
+    # of decompressed records under 1 GiB. Inputs with larger values are copied (rare).
+    point = views and payloads and _under_a_gib(hdr[k.H_SIZE]) and max_uncompressed <= VIEW_MAX_UNCOMPRESSED
+    columns, segments = _walk(data, hdr, max_uncompressed, messages, payloads, point)
     bad = np.flatnonzero(hdr[k.H_STATUS] >= k.R_LENGTH)
     if errors == "raise" and len(bad):
         raise _error(hdr, int(bad[0]), starts, ends, messages)
     batches = tables.batches_table(hdr, _reasons(hdr, bad, messages))
-    recs = _fill(data, inner, hdr, totals, payloads, point)
+    recs = _records_table(data, segments, hdr, columns, payloads, point)
     if views and payloads and not point:
         recs = recs.cast(tables.RECORDS_VIEW_SCHEMA)
     rejects = tables.rejects_table(
@@ -143,62 +145,162 @@ def decode_records(
     return Records(batches, recs, rejects, markers, control)
 
 
-def _decompress_and_count(
+def _walk(
     data: np.ndarray, hdr: np.ndarray, cap: int, messages: dict[int, str], payloads: bool, views: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Decompress the region of every good compressed batch into one buffer and point the batch
-    there (a payload the codec refuses fails its batch), and run the counting walk over every
-    batch -> (the buffer, the walk's totals).
+) -> tuple[list[tables.RecordColumns], list[np.ndarray]]:
+    """Decompress the region of every good compressed batch (a payload the codec refuses fails
+    its batch) and walk the records of every batch into columns -> (the columns, in chunks,
+    and with views the buffers holding the decompressed records).
 
-    The walk follows the decompression a group of batches at a time, while their records are
-    still in the cache: walked later, 50 MB of decompressed records cost a second trip to memory.
+    One walk checks and writes each record. It follows the decompression a group of batches at
+    a time, while their records are still in the cache: walked later, 50 MB of decompressed
+    records cost a trip to memory. With copies a group's buffer is reused by the next group.
+    With views the buffers are kept, since the views point into them: a new one every
+    ``SEGMENT`` bytes, small enough for the allocator to reuse its memory once freed.
     """
-    status, attr = hdr[k.H_STATUS], hdr[k.H_ATTR]
-    todo = np.flatnonzero((status == k.B_OK) & ((attr & k.CODEC_MASK) != 0))
-    # numpy's allocation, not bytes objects kept and joined: numpy asks for huge pages, and on a VM
-    # a fresh 4 KiB page costs microseconds. Pages never written cost nothing, so the first guess
-    # may be generous (within what any machine lets a process reserve).
-    compressed = int((hdr[k.H_REGION_END, todo] - hdr[k.H_REGION_START, todo]).sum())
-    inner = np.empty(max(min(INNER_GUESS * compressed, 1 << 31), 1), np.uint8)
-    totals = np.zeros(6, np.int64)
-    none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()  # counting writes no column
-    at = walked = group = 0
-    view = data.data
-    for b in todo:
-        codec = int(attr[b] & k.CODEC_MASK)
-        try:
-            if codec == 4 and hdr[k.H_MAGIC, b] < 2:
-                raise CodecError(f"zstd in a magic {hdr[k.H_MAGIC, b]} message (zstd needs magic 2)")
-            out = decompress(codec, view[hdr[k.H_REGION_START, b] : hdr[k.H_REGION_END, b]], cap)
-        except TooBig:
-            hdr[k.H_STATUS, b], hdr[k.H_D1, b] = k.R_TOO_BIG, cap
-            hdr[k.H_ERR_AT, b] = hdr[k.H_POS, b]
-            continue
-        except CodecError as e:
-            hdr[k.H_STATUS, b] = k.R_DECOMPRESS
-            hdr[k.H_ERR_AT, b] = hdr[k.H_POS, b]
-            messages[int(b)] = f"{CODECS[codec]} data does not decompress ({e})"
-            continue
-        n = len(out)
-        if at + n > len(inner):  # a rare copy: the guess above allows a high ratio
-            grown = np.empty(at + max(len(inner), n), np.uint8)
-            grown[:at] = inner[:at]  # (only what was written: the rest stays untouched)
-            inner = grown
-        inner[at : at + n] = np.frombuffer(out, np.uint8)
-        hdr[k.H_INNER, b] = 1
-        hdr[k.H_REGION_START, b] = at
-        at += n
-        hdr[k.H_REGION_END, b] = at
-        group += n
-        if group >= WALK_GROUP:
-            totals += k.walk_records(
-                data, _read_only(inner), hdr, walked, b + 1, False, k.CRC32_TABLE, payloads, views, 0, *none
-            )
-            walked, group = int(b) + 1, 0
     nb = hdr.shape[1]
-    inner = _read_only(inner[: max(at, 1)])
-    totals += k.walk_records(data, inner, hdr, walked, nb, False, k.CRC32_TABLE, payloads, views, 0, *none)
-    return inner, totals
+    # (per batch in Python lists: a numpy scalar costs as much as a small batch's decompression)
+    codecs = np.where(hdr[k.H_STATUS] == k.B_OK, hdr[k.H_ATTR] & k.CODEC_MASK, 0).tolist()
+    starts, ends = hdr[k.H_REGION_START].tolist(), hdr[k.H_REGION_END].tolist()
+    legacy = (hdr[k.H_MAGIC] < 2).tolist()
+    view = data.data
+    sink = Sink(SEGMENT + WALK_GROUP if views else 2 * WALK_GROUP)
+    segments: list[np.ndarray] = []  # views: the buffers done
+    chunks = _Chunks(data, hdr, payloads, views)
+    b = 0
+    while b < nb:
+        if not views:
+            sink.at = 0
+        elif sink.at >= SEGMENT:
+            segments.append(_read_only(sink.buf[: sink.at]))
+            sink = Sink(SEGMENT + WALK_GROUP)
+        g, at = b, sink.at
+        done: list[int] = []
+        regions: list[int] = []
+        while g < nb and sink.at - at < WALK_GROUP:
+            codec = codecs[g]
+            if codec:
+                start = sink.at
+                try:
+                    if codec == 4 and legacy[g]:
+                        raise CodecError(f"zstd in a magic {hdr[k.H_MAGIC, g]} message (zstd needs magic 2)")
+                    decompress_into(codec, view[starts[g] : ends[g]], cap, sink)
+                    done.append(g)
+                    regions += (start, sink.at)
+                except CodecError as e:
+                    _decompress_failed(hdr, g, codec, e, cap, messages)
+            g += 1
+        if done:
+            hdr[k.H_INNER, done] = 1
+            hdr[k.H_REGION_START : k.H_REGION_END + 1, done] = np.array(regions).reshape(-1, 2).T
+        chunks.walk(_read_only(sink.buf), b, g, chunks.data_windows + len(segments))
+        b = g
+    if views and sink.at:
+        segments.append(_read_only(sink.buf[: sink.at]))
+    return chunks.close(), segments
+
+
+def _decompress_failed(
+    hdr: np.ndarray, b: int, codec: int, e: CodecError, cap: int, messages: dict[int, str]
+) -> None:
+    """Batch b's records do not decompress (or pass the cap): the batch fails."""
+    hdr[k.H_ERR_AT, b] = hdr[k.H_POS, b]
+    if isinstance(e, TooBig):
+        hdr[k.H_STATUS, b], hdr[k.H_D1, b] = k.R_TOO_BIG, cap
+    else:
+        hdr[k.H_STATUS, b] = k.R_DECOMPRESS
+        messages[b] = f"{CODECS[codec]} data does not decompress ({e})"
+
+
+class _Chunks:
+    """The columns ``walk_records`` fills, a chunk at a time. A chunk is given room from what
+    the batches ahead claim (their record counts and bytes; once chunks are done, what they
+    held per record), and closed when a batch does not fit what is left. A batch that does not
+    fit an empty chunk is counted first and gets a chunk that fits it. Each byte column stays
+    under 2 GiB (int32 offsets) unless one batch needs more."""
+
+    def __init__(self, data: np.ndarray, hdr: np.ndarray, payloads: bool, views: bool) -> None:
+        self.data, self.hdr, self.payloads, self.views = data, hdr, payloads, views
+        self.data_windows = len(_windows(data)) if views else 0
+        self.done: list[tables.RecordColumns] = []
+        self.seen = np.zeros(6, np.int64)  # what the batches walked held (a sample's, then the chunks')
+        self.bytes_per_record = 26.0  # in the sample (a magic 0/1 message takes 26 bytes at least)
+        self.cols: tables.RecordColumns | None = None
+        self.t = np.zeros(6, np.int64)  # the walk's cursors in the open chunk
+        self.cap = self.t
+
+    def walk(self, inner: np.ndarray, b: int, g: int, inner_first: int) -> None:
+        """Walk batches b..g (their records are in ``data`` or ``inner``, buffer ``inner_first``
+        of the views) into the chunks."""
+        while b < g:
+            if self.cols is None:
+                self._open(inner, b, g, np.zeros(6, np.int64))
+            assert self.cols is not None
+            b = int(
+                k.walk_records(
+                    self.data, inner, self.hdr, b, g, True, k.CRC32_TABLE, self.payloads, self.views,
+                    inner_first, self.t, self.cap, *self.cols.kernel_args(),
+                )
+            )  # fmt: skip
+            if b == g:
+                return
+            if self.t.any():
+                self._close_chunk()
+            else:  # the batch does not fit an empty chunk: one that fits it
+                self._open(inner, b, g, self._count(inner, b, b + 1))
+
+    def _count(self, inner: np.ndarray, b0: int, b1: int) -> np.ndarray:
+        """What batches b0..b1 hold (the walk's cursors), by a walk that writes no column."""
+        t = np.zeros(6, np.int64)
+        none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()
+        k.walk_records(
+            self.data, inner, self.hdr, b0, b1, False, k.CRC32_TABLE, self.payloads, self.views,
+            self.data_windows, t, t, *none,
+        )  # fmt: skip
+        return t
+
+    def _open(self, inner: np.ndarray, b: int, g: int, need: np.ndarray) -> None:
+        """A chunk for the batches from b on (b..g are decompressed), with room for ``need``."""
+        hdr = self.hdr
+        if not self.seen[0]:  # the first chunk: sized from a sample of the batches ahead
+            self.seen = self._count(inner, b, min(g, b + SAMPLE_BATCHES))
+            ahead = slice(b, min(g, b + SAMPLE_BATCHES))
+            sampled = int((hdr[k.H_REGION_END, ahead] - hdr[k.H_REGION_START, ahead]).sum())
+            self.bytes_per_record = max(26.0, sampled / max(1, self.seen[0]))
+        rest = hdr[:, b:][:, hdr[k.H_STATUS, b:] == k.B_OK]
+        region = rest[k.H_REGION_END] - rest[k.H_REGION_START]
+        compressed = (rest[k.H_ATTR] & k.CODEC_MASK) != 0
+        inner_ = rest[k.H_INNER] == 1
+        ratio = region[inner_].sum() / max(1, rest[k.H_SIZE][inner_].sum()) if inner_.any() else INNER_GUESS
+        nbytes = np.where(compressed & ~inner_, region * max(ratio, 1.0), region).astype(np.int64)
+        claimed = np.where(
+            rest[k.H_MAGIC] == 2,
+            np.minimum(rest[k.H_COUNT], nbytes // 7),  # a record takes 7 bytes at least
+            np.where(compressed, nbytes / self.bytes_per_record, 1),  # a wrapper's inner messages
+        )
+        # room per record as in the batches walked so far, and a quarter again
+        per = 1.25 * self.seen / max(self.seen[0], 1)
+        if self.views:
+            per[1] = per[2] = 0
+        # fixed-width columns, 16-byte views, 12 bytes a header
+        width = RECORD_BYTES + 32 * self.views + per[1] + per[2] + 12 * per[3] + per[4] + per[5]
+        n = min(max(int(claimed.sum()), 1), CHUNK_RECORDS, max(1, int(CHUNK_BLOCK / width)))
+        want = [n, *(int(n * x) + 256 for x in per[1:])]
+        want = [max(min(w, OFFSETS_LIMIT), int(x)) for w, x in zip(want, need, strict=True)]
+        n, key, value, nh, hkey, hvalue = want
+        self.cols = tables.RecordColumns.allocate(n, nh, key, value, hkey, hvalue, self.views)
+        self.cap = self.cols.capacity()
+        self.t = np.zeros(6, np.int64)
+
+    def _close_chunk(self) -> None:
+        if self.cols is not None and self.t[0]:
+            self.done.append(self.cols.used(self.t))
+            self.seen += self.t
+        self.cols = None
+
+    def close(self) -> list[tables.RecordColumns]:
+        self._close_chunk()
+        return self.done
 
 
 def _read_only(buf: np.ndarray) -> np.ndarray:
@@ -220,45 +322,23 @@ def _windows(buf: np.ndarray) -> list[pa.Buffer]:
     return [whole.slice(w, min(len(buf) - w, 2 * step - 1)) for w in range(0, max(len(buf), 1), step)]
 
 
-def _fill(
-    data: np.ndarray, inner: np.ndarray, hdr: np.ndarray, totals: np.ndarray, payloads: bool, views: bool
+def _records_table(
+    data: np.ndarray,
+    segments: list[np.ndarray],
+    hdr: np.ndarray,
+    columns: list[tables.RecordColumns],
+    payloads: bool,
+    views: bool,
 ) -> pa.Table:
-    """The records table, in chunks whose byte columns and header lists each stay under 2 GiB
-    (int32 offsets): a record or header counts as one more byte."""
-    sizes = hdr[k.H_KEY_BYTES] + hdr[k.H_VALUE_BYTES] + hdr[k.H_HKEY_BYTES] + hdr[k.H_HVALUE_BYTES]
-    sizes += hdr[k.H_NREC] + hdr[k.H_NHEADERS]
-    nb = hdr.shape[1]
-    cuts = [0]
-    if int(totals.sum()) > OFFSETS_LIMIT:
-        cum = np.cumsum(sizes)
-        while cum[-1] - (cum[cuts[-1] - 1] if cuts[-1] else 0) > OFFSETS_LIMIT:
-            base = cum[cuts[-1] - 1] if cuts[-1] else 0
-            cuts.append(max(int(np.searchsorted(cum, base + OFFSETS_LIMIT, side="right")), cuts[-1] + 1))
-    cuts.append(nb)
-    windows = _windows(data) if views else []
-    chunks = []
-    for b0, b1 in itertools.pairwise(cuts):
-        good = hdr[k.H_STATUS, b0:b1] == k.B_OK
-        n = int(hdr[k.H_NREC, b0:b1][good].sum())
-        nh = int(hdr[k.H_NHEADERS, b0:b1][good].sum())
-        cols = tables.RecordColumns.allocate(
-            n,
-            nh,
-            int(hdr[k.H_KEY_BYTES, b0:b1][good].sum()),
-            int(hdr[k.H_VALUE_BYTES, b0:b1][good].sum()),
-            int(hdr[k.H_HKEY_BYTES, b0:b1][good].sum()),
-            int(hdr[k.H_HVALUE_BYTES, b0:b1][good].sum()),
-            views,
-        )
-        k.walk_records(
-            data, inner, hdr, b0, b1, True, k.CRC32_TABLE, payloads, views, len(windows) if views else 0,
-            *cols.kernel_args(),
-        )  # fmt: skip
-        kept = None
-        if not payloads:  # only control records' keys and values were copied
-            control = ((hdr[k.H_ATTR] & k.ATTR_CONTROL) != 0) & (hdr[k.H_MAGIC] == 2)
-            kept = control[cols.batch]
-        chunks.append(cols.to_batch(kept, windows + _windows(inner) if views else None))
+    """The records table from the walk's chunks (with views, over the input's windows and the
+    buffers of decompressed records)."""
+    windows = _windows(data) + [pa.py_buffer(s) for s in segments] if views else None
+    control = ((hdr[k.H_ATTR] & k.ATTR_CONTROL) != 0) & (hdr[k.H_MAGIC] == 2)
+    chunks = [
+        # without payloads only control records' keys and values were copied
+        cols.to_batch(None if payloads else control[cols.batch], windows)
+        for cols in columns
+    ]
     return pa.Table.from_batches(chunks, tables.RECORDS_VIEW_SCHEMA if views else tables.RECORDS_SCHEMA)
 
 

@@ -208,8 +208,9 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
 
 @dataclass
 class RecordColumns:
-    """The buffers ``walk_records`` fills, allocated once from the counting pass, in Arrow's
-    layout: int32 sizes and offsets (each offsets array one longer than its column)."""
+    """The buffers ``walk_records`` fills, in Arrow's layout: int32 sizes and offsets (each
+    offsets array one longer than its column). ``allocate`` takes capacities; ``used`` cuts
+    the columns to what was written."""
 
     batch: np.ndarray
     offset: np.ndarray
@@ -248,10 +249,29 @@ class RecordColumns:
         block = raw[shift : shift + int(starts[-1])]
         dtypes = {8: np.int64, 4: np.int32, 1: np.uint8}
         cols = [block[a : a + m * w].view(dtypes[w]) for (m, w), a in zip(lengths, starts, strict=False)]
-        # the walk writes where each value starts; the end of each offsets array is the total
-        for i, total in ((6, key), (8, value), (10, nh), (11, hkey), (14, hvalue)):
-            cols[i][-1] = total
         return cls(*cols)
+
+    def capacity(self) -> np.ndarray:
+        """What the columns have room for, in the order of ``walk_records``' cursors."""
+        cols = self.batch, self.key_data, self.value_data, self.hvalue_size, self.hkey_data, self.hvalue_data
+        return np.array([len(x) for x in cols], np.int64)
+
+    def used(self, t: np.ndarray) -> RecordColumns:
+        """The columns cut to what the walk wrote (``t``: its cursors), with the last offsets
+        (the totals) written."""
+        n, key, value, nh, hkey, hvalue = (int(x) for x in t)
+        for offsets, m, total in ((self.key_offsets, n, key), (self.value_offsets, n, value),
+                                  (self.header_offsets, n, nh), (self.hkey_offsets, nh, hkey),
+                                  (self.hvalue_offsets, nh, hvalue)):  # fmt: skip
+            offsets[m] = total
+        return RecordColumns(
+            self.batch[:n], self.offset[:n], self.ts[:n], self.size[:n], self.key_size[:n],
+            self.value_size[:n], self.key_offsets[: n + 1], self.key_data[:key],
+            self.value_offsets[: n + 1], self.value_data[:value], self.header_offsets[: n + 1],
+            self.hkey_offsets[: nh + 1], self.hkey_data[:hkey], self.hvalue_size[:nh],
+            self.hvalue_offsets[: nh + 1], self.hvalue_data[:hvalue],
+            self.key_views[: 16 * n], self.value_views[: 16 * n],
+        )  # fmt: skip
 
     def kernel_args(self) -> tuple[Any, ...]:
         return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size,
