@@ -32,6 +32,8 @@ SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
 # at first: freed, the allocator reuses their memory, where fresh pages cost 0.1 ms a MB to fault in
 CHUNK_BLOCK = 24 << 20
 RECORD_BYTES = 48  # a record's fixed-width columns and offsets
+SLACK = 1 << 20  # bytes each byte column is given beyond its estimate (reserved, touched only if used)
+AHEAD_BATCHES = 1 << 16  # batches whose claims a chunk is sized from
 SEGMENT = 16 << 20
 VIEW_MAX_UNCOMPRESSED = 1 << 29  # a batch in a views buffer ends before 1 GiB (31-bit offsets)
 
@@ -110,6 +112,8 @@ def decode_records(
         the decompressed records) instead of copies: no bytes move, and the records table keeps
         the input's buffer alive. Some Arrow compute functions do not take views yet; Parquet,
         DuckDB and Polars do, and ``.cast(pa.binary())`` makes a copy when one is needed.
+        Views hold 31-bit offsets: with ``max_uncompressed`` above 512 MiB, or a batch of 1 GiB
+        or more in the input, keys and values are copied (and come as views all the same).
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
@@ -225,6 +229,7 @@ class _Chunks:
         self.done: list[tables.RecordColumns] = []
         self.seen = np.zeros(6, np.int64)  # what the batches walked held (a sample's, then the chunks')
         self.bytes_per_record = 26.0  # in the sample (a magic 0/1 message takes 26 bytes at least)
+        self.last = np.zeros(6)  # what the last chunk held per record
         self.cols: tables.RecordColumns | None = None
         self.t = np.zeros(6, np.int64)  # the walk's cursors in the open chunk
         self.cap = self.t
@@ -267,7 +272,8 @@ class _Chunks:
             ahead = slice(b, min(g, b + SAMPLE_BATCHES))
             sampled = int((hdr[k.H_REGION_END, ahead] - hdr[k.H_REGION_START, ahead]).sum())
             self.bytes_per_record = max(26.0, sampled / max(1, self.seen[0]))
-        rest = hdr[:, b:][:, hdr[k.H_STATUS, b:] == k.B_OK]
+        ahead = slice(b, b + AHEAD_BATCHES)
+        rest = hdr[:, ahead][:, hdr[k.H_STATUS, ahead] == k.B_OK]
         region = rest[k.H_REGION_END] - rest[k.H_REGION_START]
         compressed = (rest[k.H_ATTR] & k.CODEC_MASK) != 0
         inner_ = rest[k.H_INNER] == 1
@@ -278,14 +284,18 @@ class _Chunks:
             np.minimum(rest[k.H_COUNT], nbytes // 7),  # a record takes 7 bytes at least
             np.where(compressed, nbytes / self.bytes_per_record, 1),  # a wrapper's inner messages
         )
-        # room per record as in the batches walked so far, and a quarter again
-        per = 1.25 * self.seen / max(self.seen[0], 1)
+        # room per record as in the batches walked so far or in the last chunk, whichever held
+        # more, and a quarter again; and some room beyond, for records unlike those
+        per = 1.25 * np.maximum(self.seen / max(self.seen[0], 1), self.last)
         if self.views:
             per[1] = per[2] = 0
         # fixed-width columns, 16-byte views, 12 bytes a header
         width = RECORD_BYTES + 32 * self.views + per[1] + per[2] + 12 * per[3] + per[4] + per[5]
-        n = min(max(int(claimed.sum()), 1), CHUNK_RECORDS, max(1, int(CHUNK_BLOCK / width)))
-        want = [n, *(int(n * x) + 256 for x in per[1:])]
+        n = min(max(int(claimed.sum()), 1), CHUNK_RECORDS, max(1, int((CHUNK_BLOCK - 5 * SLACK) / width)))
+        want = [n, *(int(n * x) + SLACK for x in per[1:])]
+        want[3] = int(n * per[3]) + SLACK // 12
+        if self.views:
+            want[1] = want[2] = 0
         want = [max(min(w, OFFSETS_LIMIT), int(x)) for w, x in zip(want, need, strict=True)]
         n, key, value, nh, hkey, hvalue = want
         self.cols = tables.RecordColumns.allocate(n, nh, key, value, hkey, hvalue, self.views)
@@ -294,8 +304,10 @@ class _Chunks:
 
     def _close_chunk(self) -> None:
         if self.cols is not None and self.t[0]:
-            self.done.append(self.cols.used(self.t))
+            # a chunk a quarter full or less is copied out: its rows would keep the block alive
+            self.done.append(self.cols.used(self.t, copy=4 * self.t[0] <= self.cap[0]))
             self.seen += self.t
+            self.last = self.t / self.t[0]
         self.cols = None
 
     def close(self) -> list[tables.RecordColumns]:

@@ -256,14 +256,19 @@ class RecordColumns:
         cols = self.batch, self.key_data, self.value_data, self.hvalue_size, self.hkey_data, self.hvalue_data
         return np.array([len(x) for x in cols], np.int64)
 
-    def used(self, t: np.ndarray) -> RecordColumns:
+    def used(self, t: np.ndarray, copy: bool = False) -> RecordColumns:
         """The columns cut to what the walk wrote (``t``: its cursors), with the last offsets
-        (the totals) written."""
+        (the totals) written; ``copy``: into a block of their own size."""
         n, key, value, nh, hkey, hvalue = (int(x) for x in t)
         for offsets, m, total in ((self.key_offsets, n, key), (self.value_offsets, n, value),
                                   (self.header_offsets, n, nh), (self.hkey_offsets, nh, hkey),
                                   (self.hvalue_offsets, nh, hvalue)):  # fmt: skip
             offsets[m] = total
+        if copy:
+            out = RecordColumns.allocate(n, nh, key, value, hkey, hvalue, len(self.key_views) > 0)
+            for mine, theirs in zip(self.used(t).kernel_args(), out.kernel_args(), strict=True):
+                theirs[: len(mine)] = mine
+            return out.used(t)
         return RecordColumns(
             self.batch[:n], self.offset[:n], self.ts[:n], self.size[:n], self.key_size[:n],
             self.value_size[:n], self.key_offsets[: n + 1], self.key_data[:key],

@@ -87,3 +87,16 @@ def test_decompress_into_appends_and_leaves_the_sink_as_it_was_on_an_error() -> 
         decompress_into(1, memoryview(zlib.compress(b"x" * 100, 6, 31)[:-12]), 1 << 20, sink)
     assert sink.at == 4004 and bytes(sink.since(4000)) == b"body"
     assert np.frombuffer(sink.since(0), np.uint8).sum() == sum(b"head" + b"body" * 1000)
+
+
+def test_records_unlike_the_first_ones_do_not_cut_the_table_into_many_chunks() -> None:
+    # no keys or headers in the first 100,000 records, then long ones: the room given to keys
+    # and headers follows what the last chunk held, so a few chunks hold them all
+    plain = b"".join(build(2, 0, [Rec(None, b"x" * 10, [], 1)] * 200, offset=200 * j) for j in range(500))
+    keyed = b"".join(
+        build(2, 0, [Rec(b"k" * 200, b"x", [("h", b"v" * 50)] * 3, 1)] * 10, offset=10**6 + 10 * j)
+        for j in range(2000)
+    )
+    got = ak.decode_records([plain + keyed]).records
+    assert got.num_rows == 120_000 and got.column("key").null_count == 100_000
+    assert got.column("key").num_chunks <= 5
