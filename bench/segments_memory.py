@@ -211,12 +211,12 @@ def main() -> None:
         # a warm-up on a small directory: Numba's cache is filled (a stale one costs a minute of
         # compiling and some hundreds of MB), so no measured run pays for a compile
         generate(base / "warm-up", "rolled", 0.002, patterns, rng)
-        for flags in ([], ["--no-payloads"]):
+        for i, flags in enumerate(([], ["--no-payloads"])):  # (an output folder each: one holds tables)
             warm = measure([sys.executable, "-m", "arrowkafka", "segments", str(base / "warm-up"), "-o",
-                            str(base / "warm-up-out"), *flags])  # fmt: skip
+                            str(base / f"warm-up-out-{i}"), *flags])  # fmt: skip
             assert warm["exit"] == 0, warm["output"]
+            shutil.rmtree(base / f"warm-up-out-{i}")
         shutil.rmtree(base / "warm-up")
-        shutil.rmtree(base / "warm-up-out")
         results: dict = {}
         print(f"{'layout':<12} {'payloads':<11} {'GB':>5} {'files':>5} {'largest MB':>10} {'seconds':>7}"
               f" {'MB/s':>6} {'peak RSS MB':>11} {'RSS 25/50/75/100%':>22} {'rows ok':>7}")  # fmt: skip
