@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import cramjam
 import lz4.frame
@@ -132,3 +133,16 @@ def test_batches_that_decompress_past_the_buffer_first_reserved(
         got = ak.decode_records(values)
         assert ours(got) == want
         assert got.batches.column("error").null_count == len(mixed)
+
+
+def test_zstd_context_is_reused_after_an_error_and_not_shared_by_threads() -> None:
+    # a context per thread, made once: a frame that fails leaves nothing behind for the next
+    from arrowkafka.records.codecs import CodecError, decompress
+
+    good = [zstandard.ZstdCompressor(level=3).compress(b"%d " % i * (5000 + i)) for i in range(40)]
+    with pytest.raises(CodecError):
+        decompress(4, memoryview(good[0][: len(good[0]) // 2]), 1 << 20)
+    assert decompress(4, memoryview(good[1]), 1 << 20) == b"1 " * 5001
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda z: decompress(4, memoryview(z), 1 << 20), good * 5))
+    assert got == [b"%d " % i * (5000 + i) for i in range(40)] * 5
