@@ -769,38 +769,38 @@ def _walk_v2(
     copies = payloads and not views
     while pos < end:
         if n - n0 == count:
-            return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
+            return _fail_at(hdr, b, R_TRAILING, pos, end - pos, 0)
         rec_start = pos
         _ahead(buf, pos, end)
         rlen, pos, err = _length(buf, pos, end, 0)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, rec_start, rlen, end - pos)
+            return _fail_at(hdr, b, err, rec_start, rlen, end - pos)
         rend = pos + rlen
         if rend - pos < 1:
-            return _fail_at(hdr, b, fill, R_OVERRUN, pos, 1, 0)
+            return _fail_at(hdr, b, R_OVERRUN, pos, 1, 0)
         pos += 1  # record attributes: unused
         ts_delta, pos, err = _zigzag(buf, pos, rend, 64)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, pos, 0, 0)
+            return _fail_at(hdr, b, err, pos, 0, 0)
         off_delta, pos, err = _zigzag(buf, pos, rend, 32)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, pos, 0, 0)
+            return _fail_at(hdr, b, err, pos, 0, 0)
         at = pos
         klen, pos, err = _length(buf, pos, rend, -1)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, klen, rend - pos)
+            return _fail_at(hdr, b, err, at, klen, rend - pos)
         kpos = pos
         pos += max(klen, 0)
         at = pos
         vlen, pos, err = _length(buf, pos, rend, -1)
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, vlen, rend - pos)
+            return _fail_at(hdr, b, err, at, vlen, rend - pos)
         vpos = pos
         pos += max(vlen, 0)
         at = pos
         nh, pos, err = _length(buf, pos, rend, 0)  # no more headers than bytes left: a bounded loop
         if err != OK:
-            return _fail_at(hdr, b, fill, err, at, nh, rend - pos)
+            return _fail_at(hdr, b, err, at, nh, rend - pos)
         ts = max_ts if log_append else base_ts + ts_delta
         # (written out here and in the other walk: a helper taking the columns costs a
         # reference count per array per record, 3x the walk's time: see _record_note)
@@ -831,15 +831,15 @@ def _walk_v2(
             at = pos
             hk, pos, err = _length(buf, pos, rend, 0)
             if err != OK:
-                return _fail_at(hdr, b, fill, err, at, hk, rend - pos)
+                return _fail_at(hdr, b, err, at, hk, rend - pos)
             if not _utf8_ok(buf, pos, hk):
-                return _fail_at(hdr, b, fill, R_UTF8, pos, hk, 0)
+                return _fail_at(hdr, b, R_UTF8, pos, hk, 0)
             hkpos = pos
             pos += hk
             at = pos
             hv, pos, err = _length(buf, pos, rend, -1)
             if err != OK:
-                return _fail_at(hdr, b, fill, err, at, hv, rend - pos)
+                return _fail_at(hdr, b, err, at, hv, rend - pos)
             if fill:
                 if hc >= cap[3] or hkc + hk > cap[4] or hvc + hv > cap[5]:
                     return FULL
@@ -854,10 +854,10 @@ def _walk_v2(
             hkc += hk
             hvc += max(hv, 0)
         if pos != rend:
-            return _fail_at(hdr, b, fill, R_RECORD_SIZE, rec_start, rlen, rlen - (rend - pos))
+            return _fail_at(hdr, b, R_RECORD_SIZE, rec_start, rlen, rlen - (rend - pos))
         n += 1
     if n - n0 != count:
-        return _fail_at(hdr, b, fill, R_COUNT, end, count, n - n0)
+        return _fail_at(hdr, b, R_COUNT, end, count, n - n0)
     t[0], t[1], t[2], t[3], t[4], t[5] = n, kc, vc, hc, hkc, hvc
     return OK
 
@@ -902,29 +902,29 @@ def _walk_legacy(
     while pos < end:
         msg = pos
         if end - pos < 12:
-            return _fail_at(hdr, b, fill, R_TRAILING, pos, end - pos, 0)
+            return _fail_at(hdr, b, R_TRAILING, pos, end - pos, 0)
         offset = _i(buf, pos, 8)
         size = _i(buf, pos + AT_LENGTH, 4)
         if size < 0 or size > end - pos - 12:
             return _fail_at(
-                hdr, b, fill, R_OVERRUN if size >= 0 else R_NEGATIVE, pos + AT_LENGTH, size, end - pos - 12
+                hdr, b, R_OVERRUN if size >= 0 else R_NEGATIVE, pos + AT_LENGTH, size, end - pos - 12
             )
         stop = pos + LEGACY_CRC + size
         if size < 5:
-            return _fail_at(hdr, b, fill, R_LENGTH, pos + AT_LENGTH, size, 14)
+            return _fail_at(hdr, b, R_LENGTH, pos + AT_LENGTH, size, 14)
         inner_magic = np.int64(buf[pos + AT_MAGIC])
         if inner_magic != magic:
-            return _fail_at(hdr, b, fill, R_INNER_MAGIC, pos + AT_MAGIC, inner_magic, magic)
+            return _fail_at(hdr, b, R_INNER_MAGIC, pos + AT_MAGIC, inner_magic, magic)
         if size < LEGACY_MIN[magic]:
-            return _fail_at(hdr, b, fill, R_LENGTH, pos + AT_LENGTH, size, LEGACY_MIN[magic])
+            return _fail_at(hdr, b, R_LENGTH, pos + AT_LENGTH, size, LEGACY_MIN[magic])
         attr = np.int64(buf[pos + LEGACY_ATTR])
         if wrapper:
             stored = np.int64(_be(buf, pos + LEGACY_CRC, 4))
             calc = np.int64(crc32(crc32_table, buf, pos + LEGACY_CRC_FROM, stop))
             if stored != calc:
-                return _fail_at(hdr, b, fill, R_INNER_CRC, pos + LEGACY_CRC, stored, calc)
+                return _fail_at(hdr, b, R_INNER_CRC, pos + LEGACY_CRC, stored, calc)
             if attr & CODEC_MASK:
-                return _fail_at(hdr, b, fill, R_NESTED, pos + LEGACY_ATTR, attr & CODEC_MASK, 0)
+                return _fail_at(hdr, b, R_NESTED, pos + LEGACY_ATTR, attr & CODEC_MASK, 0)
         ts = np.int64(-1)
         p = pos + LEGACY_TS
         if magic == 1:
@@ -932,16 +932,16 @@ def _walk_legacy(
             p += 8
         klen = _i(buf, p, 4)
         if klen < -1:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, p, klen, 0)
+            return _fail_at(hdr, b, R_NEGATIVE, p, klen, 0)
         if klen > stop - p - 8:
-            return _fail_at(hdr, b, fill, R_OVERRUN, p, klen, stop - p - 8)
+            return _fail_at(hdr, b, R_OVERRUN, p, klen, stop - p - 8)
         kpos = p + 4
         p = kpos + max(klen, 0)
         vlen = _i(buf, p, 4)
         if vlen < -1:
-            return _fail_at(hdr, b, fill, R_NEGATIVE, p, vlen, 0)
+            return _fail_at(hdr, b, R_NEGATIVE, p, vlen, 0)
         if max(vlen, 0) != stop - p - 4:
-            return _fail_at(hdr, b, fill, R_RECORD_SIZE, p, vlen, stop - p - 4)
+            return _fail_at(hdr, b, R_RECORD_SIZE, p, vlen, stop - p - 4)
         vpos = p + 4
         if wrapper:
             if first:
@@ -986,7 +986,7 @@ def _walk_legacy(
 
 
 @njit(cache=True, nogil=True)
-def _fail_at(hdr, b, fill, code, buf_pos, d1, d2):
+def _fail_at(hdr, b, code, buf_pos, d1, d2):
     """Record the first failure of batch b."""
     _fail(hdr, b, code, _where(hdr, b, buf_pos), d1, d2)
     return code
