@@ -125,17 +125,18 @@ def _gzip(payload: memoryview, cap: int, sink: Sink) -> None:
             return
 
 
+_BE32 = struct.Struct(">I")
 XERIAL_MAGIC = b"\x82SNAPPY\x00"  # then version and compat (int32 each; some writers swap bytes)
 
 
 def _snappy_raw(block: bytes | memoryview, cap: int, sink: Sink) -> int:
-    size, _ = _uvarint(block)
-    if size > cap:
-        raise TooBig(f"snappy block claims {size} bytes, more than {cap}")
     try:
+        size = cramjam.snappy.decompress_raw_len(block)  # the length preamble (5 bytes at most)
+        if size > cap:
+            raise TooBig(f"snappy block claims {size} bytes, more than {cap}")
         n = cramjam.snappy.decompress_raw_into(block, sink.room(size))  # type: ignore[arg-type]
     except cramjam.DecompressionError as e:
-        raise CodecError(f"snappy: {e}") from None
+        raise CodecError(f"snappy: {str(e).removeprefix('snappy: ')}") from None
     if n != size:
         raise CodecError(f"snappy: {n} bytes where the block claims {size}")
     sink.at += n
@@ -154,22 +155,12 @@ def _snappy(payload: memoryview, cap: int, sink: Sink) -> None:
     while pos < len(payload):
         if len(payload) - pos < 4:
             raise CodecError("snappy (xerial): a block length is cut short")
-        n = int.from_bytes(payload[pos : pos + 4], "big")
+        (n,) = _BE32.unpack_from(payload, pos)
         pos += 4
         if n > len(payload) - pos:
             raise CodecError(f"snappy (xerial): a block of {n} bytes with {len(payload) - pos} left")
         total += _snappy_raw(payload[pos : pos + n], cap - total, sink)
         pos += n
-
-
-def _uvarint(data: bytes | memoryview) -> tuple[int, int]:
-    """Snappy's length preamble (little-endian base 128, at most 5 bytes)."""
-    v = 0
-    for i in range(min(5, len(data))):
-        v |= (data[i] & 0x7F) << (7 * i)
-        if data[i] < 0x80:
-            return v, i + 1
-    raise CodecError("snappy: bad length preamble")
 
 
 LZ4_MAGIC = 0x184D2204
