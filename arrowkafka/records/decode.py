@@ -32,7 +32,7 @@ SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
 # at first: freed, the allocator reuses their memory, where fresh pages cost 0.1 ms a MB to fault in
 CHUNK_BLOCK = 24 << 20
 RECORD_BYTES = 48  # a record's fixed-width columns and offsets
-SLACK = 1 << 20  # bytes each byte column is given beyond its estimate (reserved, touched only if used)
+SLACK = 256 << 10  # bytes each byte column is given beyond its estimate (reserved, touched only if used)
 AHEAD_BATCHES = 1 << 16  # batches whose claims a chunk is sized from
 SEGMENT = 16 << 20
 VIEW_MAX_UNCOMPRESSED = 1 << 29  # a batch in a views buffer ends before 1 GiB (31-bit offsets)
