@@ -270,8 +270,8 @@ class _Chunks:
         hdr = self.hdr
         if not self.seen[0]:  # the first chunk: sized from a sample of the batches ahead
             self.seen = self._count(inner, b, min(g, b + SAMPLE_BATCHES))
-            ahead = slice(b, min(g, b + SAMPLE_BATCHES))
-            sampled = int((hdr[k.H_REGION_END, ahead] - hdr[k.H_REGION_START, ahead]).sum())
+            sample = slice(b, min(g, b + SAMPLE_BATCHES))
+            sampled = int((hdr[k.H_REGION_END, sample] - hdr[k.H_REGION_START, sample]).sum())
             self.bytes_per_record = max(26.0, sampled / max(1, self.seen[0]))
         ahead = slice(b, b + AHEAD_BATCHES)
         rest = hdr[:, ahead][:, hdr[k.H_STATUS, ahead] == k.B_OK]

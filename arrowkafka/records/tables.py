@@ -264,12 +264,7 @@ class RecordColumns:
                                   (self.header_offsets, n, nh), (self.hkey_offsets, nh, hkey),
                                   (self.hvalue_offsets, nh, hvalue)):  # fmt: skip
             offsets[m] = total
-        if copy:
-            out = RecordColumns.allocate(n, nh, key, value, hkey, hvalue, len(self.key_views) > 0)
-            for mine, theirs in zip(self.used(t).kernel_args(), out.kernel_args(), strict=True):
-                theirs[: len(mine)] = mine
-            return out.used(t)
-        return RecordColumns(
+        cut = RecordColumns(
             self.batch[:n], self.offset[:n], self.ts[:n], self.size[:n], self.key_size[:n],
             self.value_size[:n], self.key_offsets[: n + 1], self.key_data[:key],
             self.value_offsets[: n + 1], self.value_data[:value], self.header_offsets[: n + 1],
@@ -277,6 +272,12 @@ class RecordColumns:
             self.hvalue_offsets[: nh + 1], self.hvalue_data[:hvalue],
             self.key_views[: 16 * n], self.value_views[: 16 * n],
         )  # fmt: skip
+        if not copy:
+            return cut
+        out = RecordColumns.allocate(n, nh, key, value, hkey, hvalue, len(self.key_views) > 0)
+        for mine, theirs in zip(cut.kernel_args(), out.kernel_args(), strict=True):
+            theirs[:] = mine  # (allocate gives each column exactly the cut's length)
+        return out
 
     def kernel_args(self) -> tuple[Any, ...]:
         return (self.batch, self.offset, self.ts, self.size, self.key_size, self.value_size,
