@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import arrowkafka as ak
 from arrowkafka import topics
 
-from .types import spark_arrow_type, spark_type, task_specs
+from .types import drop_tag_columns, spark_arrow_type, spark_type, task_specs, without_tag_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,15 +44,19 @@ class _DecodeBatches:
         into: str,
         errors: str,
         folders: tuple[str, ...],
+        tag_columns: bool = True,
     ) -> None:
         self.column, self.message, self.version = column, message, version
         self.version_column, self.into, self.errors, self.folders = version_column, into, errors, folders
+        self.tag_columns = tag_columns
 
     chunk_bytes = 4 << 20
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         specs = task_specs(self.folders)
         out_type = spark_arrow_type(_struct_type(specs, self.message, self.version, self.errors))
+        if not self.tag_columns:
+            out_type = without_tag_columns(out_type)
         for batch in _slices(batches, self.column, self.chunk_bytes):
             bodies = batch.column(self.column)
             if self.version_column is None:
@@ -62,6 +66,8 @@ class _DecodeBatches:
                 rows, bad = self.decode_by_version(specs, bodies, batch.column(self.version_column))
             mask = pa.array(bad) if bad is not None and bad.any() else None
             struct = pa.StructArray.from_arrays(rows.columns, fields=list(rows.schema), mask=mask)
+            if not self.tag_columns:
+                struct = drop_tag_columns(struct)
             yield batch.append_column(self.into, struct.cast(out_type))
 
     def decode(
@@ -124,6 +130,7 @@ def decode_column(
     into: str | None = None,
     errors: str = "raise",
     specs: Sequence[str] = (),
+    tag_columns: bool = True,
 ) -> DataFrame:
     """``df`` with a struct column (``into``, default the message name) holding each row's
     ``column`` decoded as ``message``.
@@ -132,7 +139,10 @@ def decode_column(
     struct is then in the all-versions schema, with ``_version``). ``errors`` is ``ak.decode``'s:
     ``"raise"`` fails the job on the first bad body with arrowkafka's message, ``"null"``
     leaves that row's struct null. ``specs`` are spec folders, as ``ak.load_specs`` takes them
-    (the vendored specs if empty); the workers must see the same paths.
+    (the vendored specs if empty); the workers must see the same paths. ``tag_columns=False``
+    leaves out every struct's ``_unknown_tags`` and ``_tags_present`` (what encoding the rows
+    again needs, not what queries read): Spark's JVM makes an object of each, even empty, when
+    it turns the result into rows, a fifth of a nested message's task.
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
@@ -142,9 +152,10 @@ def decode_column(
     version_column = version if isinstance(version, str) else None
     into = into or message
     fixed_version = None if version_column else int(version)
-    struct = spark_type(_struct_type(task_specs(folders), message, fixed_version, errors))
+    arrow = _struct_type(task_specs(folders), message, fixed_version, errors)
+    struct = spark_type(arrow if tag_columns else without_tag_columns(spark_arrow_type(arrow)))
     out = T.StructType([*df.schema.fields, T.StructField(into, struct, True)])
-    fn = _DecodeBatches(column, message, fixed_version, version_column, into, errors, folders)
+    fn = _DecodeBatches(column, message, fixed_version, version_column, into, errors, folders, tag_columns)
     return df.mapInArrow(fn, out)
 
 

@@ -10,12 +10,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import arrowkafka as ak
-from arrowkafka.schema import portable_type
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, portable_type
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-__all__ = ["spark_arrow_type", "spark_type", "task_specs"]
+__all__ = ["spark_arrow_type", "spark_type", "task_specs", "without_tag_columns", "drop_tag_columns"]
+
+# what re-encoding a row needs, not what a query reads: unknown tags' raw bytes, and which known
+# tags were on the wire. A list or map per struct, and Spark's JVM turns each into an object of
+# its own even when empty, so ``decode_column(..., tag_columns=False)`` leaves them out.
+TAG_COLUMNS = frozenset({UNKNOWN_TAGS, TAGS_PRESENT})
 
 
 def spark_arrow_type(t: pa.DataType) -> pa.DataType:
@@ -53,6 +58,42 @@ def spark_type(t: pa.DataType) -> DataType:
         pa.binary(): T.BinaryType(),
     }
     return simple[t]
+
+
+def without_tag_columns(t: pa.DataType) -> pa.DataType:
+    """``t`` with the ``TAG_COLUMNS`` fields of its structs left out, at every depth."""
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(without_tag_columns(f.type)) for f in t if f.name not in TAG_COLUMNS])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(without_tag_columns(t.key_type)),
+            t.item_field.with_type(without_tag_columns(t.item_type)),
+        )
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(without_tag_columns(t.value_type)))
+    return t
+
+
+def drop_tag_columns(a: pa.Array) -> pa.Array:
+    """``a`` as ``without_tag_columns(a.type)``: the same buffers, less the tag columns."""
+    t = a.type
+    if without_tag_columns(t) == t:
+        return a
+    mask = a.is_null() if a.null_count else None
+    if pa.types.is_struct(t):
+        keep = [f for f in t if f.name not in TAG_COLUMNS]
+        children = [drop_tag_columns(a.field(f.name)) for f in keep]  # offset applied
+        return pa.StructArray.from_arrays(
+            children, fields=[f.with_type(c.type) for f, c in zip(keep, children, strict=True)], mask=mask
+        )
+    # Arrow takes a null mask only with offsets of their own: a slice's are copied (4 bytes a row)
+    offsets = a.offsets if mask is None else pa.array(a.offsets.to_numpy())
+    if pa.types.is_map(t):
+        keys, items = drop_tag_columns(a.keys), drop_tag_columns(a.items)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=without_tag_columns(t), mask=mask)
+    assert pa.types.is_list(t), t
+    values = drop_tag_columns(a.values)
+    return pa.ListArray.from_arrays(offsets, values, type=without_tag_columns(t), mask=mask)
 
 
 @cache

@@ -11,6 +11,7 @@ import pytest
 
 import arrowkafka as ak
 from arrowkafka.spark import decode_column, spark_arrow_type, spark_type
+from arrowkafka.spark.types import drop_tag_columns, without_tag_columns
 from tests.conftest import SHARED
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore")]
@@ -84,6 +85,57 @@ def test_errors_policy(spark: Any) -> None:
     assert got[0] == expected([good], "FetchRequest", 12)[0] and got[1] is None
     with pytest.raises(Exception, match=r"Truncated|needs \d+ bytes"):
         decode_column(df, "value", "FetchRequest", 12).collect()
+
+
+def without_tags(v: Any) -> Any:
+    """A row as Python values, less every struct's tag columns."""
+    if isinstance(v, dict):
+        return {k: without_tags(x) for k, x in v.items() if k not in ("_unknown_tags", "_tags_present")}
+    if isinstance(v, list | tuple):  # a map's entries are (key, value) tuples
+        return type(v)(without_tags(x) for x in v)
+    return v
+
+
+def test_drop_tag_columns_keeps_the_rest() -> None:
+    batch = ak.decode([vector("fetch_request_v12")] * 4, "FetchRequest", 12)
+    mask = pa.array([False, True, False, False])
+    whole = pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema), mask=mask)
+    struct = whole.cast(spark_arrow_type(whole.type)).slice(1, 3)  # a null row, an offset
+    assert "_tags_present" in str(struct.type) and "_unknown_tags" in str(struct.type)
+    out = drop_tag_columns(struct)
+    out.validate(full=True)
+    assert out.type == without_tag_columns(struct.type)
+    assert "_tags_present" not in str(out.type) and "_unknown_tags" not in str(out.type)
+    assert out.to_pylist() == without_tags(struct.to_pylist()) and out.to_pylist()[0] is None
+    # lists and maps of such structs, sliced, with nulls
+    inner = pa.array([{"x": i, "_tags_present": [1]} for i in range(6)])
+    offsets, nulls = pa.array([0, 2, 2, 3, 6], pa.int32()), pa.array([False, True, False, False])
+    for nested in (
+        pa.ListArray.from_arrays(offsets, inner, mask=nulls),
+        pa.MapArray.from_arrays(offsets, pa.array(range(6)), inner, mask=nulls),
+    ):
+        part = nested.slice(1)
+        got = drop_tag_columns(part)
+        got.validate(full=True)
+        assert got.type == without_tag_columns(part.type) != part.type
+        assert got.to_pylist() == without_tags(part.to_pylist()) and got.to_pylist()[0] is None
+
+
+def test_tag_columns_left_out(spark: Any) -> None:
+    good = vector("fetch_request_v12")
+    df = spark.createDataFrame([(0, good), (1, good[:-3]), (2, good)], "id int, value binary")
+    out = decode_column(df, "value", "FetchRequest", 12, errors="null", tag_columns=False).orderBy("id")
+    assert "_tags" not in out.schema.simpleString()
+    one = without_tags(expected([good], "FetchRequest", 12)[0])
+    assert spark_rows(out, "FetchRequest") == [one, None, one]
+    v12, v1 = vector("metadata_response_v12_1t1000p"), vector("metadata_response_v1_1t1000p")
+    df = spark.createDataFrame([(0, v12, 12), (1, v1, 1)], "id int, value binary, v int")
+    lean = decode_column(df, "value", "MetadataResponse", "v", tag_columns=False).orderBy("id")
+    got = spark_rows(lean, "MetadataResponse")
+    assert got == [
+        without_tags(expected([v12], "MetadataResponse", 12, all_versions=True)[0]),
+        without_tags(expected([v1], "MetadataResponse", 1, all_versions=True)[0]),
+    ]
 
 
 def test_internal_topics(spark: Any) -> None:
