@@ -80,6 +80,7 @@ from .isa import (
     VARBIN,
     write_status,
 )
+from .memory import copy_bytes
 
 _write_status = njit(inline="always")(write_status)
 
@@ -370,7 +371,7 @@ def run(
                             a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
                         elif kind == EL_UUID:
                             dst = base + slot * 16
-                            a8[dst : dst + 16] = data[p : p + 16]
+                            copy_bytes(data, p, 16, a8, dst)
                         elif kind == EL_BOOL:  # any non-zero byte is true
                             a8[np.uint64(base + slot)] = 1 if data[np.uint64(p)] != 0 else 0
                         elif kind == EL_F64:  # kept as its bits
@@ -482,7 +483,7 @@ def run(
                         dst = data_base[un]
                         if dst >= 0:
                             dst += dcounts[un]
-                            bytes_out[dst : dst + n] = data[pos : pos + n]
+                            copy_bytes(data, pos, n, bytes_out, dst)
                         else:  # a view (see the state layout)
                             _put_view(a8, a32, -1 - dst + 16 * slot, data, pos, n, 0)
                 dcounts[un] += n
@@ -644,7 +645,7 @@ def run(
                         if fill:
                             a32[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
                             dst = data_base[valnode] + dcounts[valnode]
-                            bytes_out[dst : dst + size] = data[pos : pos + size]
+                            copy_bytes(data, pos, size, bytes_out, dst)
                         counts[keynode] += 1
                         dcounts[valnode] += size
                         if fill:

@@ -46,6 +46,7 @@ from numba.extending import intrinsic
 from .decode import _be, _signed, _utf8_ok, _uvarint_inline
 from .hints import prefetch
 from .isa import E_TRUNCATED, OK
+from .memory import copy_bytes
 
 # ---- one int64 row of ``hdr`` per column; ``hdr[H_X, b]`` is column X of batch b ----
 H_ROW = 0  # input row
@@ -651,35 +652,12 @@ def _length(buf, pos, end, lowest):
     return n, pos, err
 
 
-@intrinsic
-def _memcpy(typingctx, dst, at, src, pos, n):
-    """dst[at:at + n] = src[pos:pos + n] as one ``memcpy``: Numba's slice assignment builds two
-    views and copies byte by byte (the caller checked the bounds)."""
-    sig = types.void(dst, at, src, pos, n)
-
-    def codegen(context, builder, signature, args):
-        d = context.make_array(signature.args[0])(context, builder, args[0])
-        s = context.make_array(signature.args[2])(context, builder, args[2])
-        at_, pos_, n_ = (context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 3, 4))
-        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_]), builder.gep(s.data, [pos_]), n_, 1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-if getattr(config, "DISABLE_JIT", False):  # the kernels run as Python: numpy's slice copy, bounds checked
-
-    def _copy(src, pos, n, dst, at):
-        dst[at : at + n] = src[pos : pos + n]
+if getattr(config, "DISABLE_JIT", False):  # the kernels run as Python
 
     def _ahead(buf, pos, end):
         pass
 
 else:
-
-    @njit(inline="always")
-    def _copy(src, pos, n, dst, at):
-        _memcpy(dst, at, src, pos, n)
 
     @njit(inline="always")
     def _ahead(buf, pos, end):
@@ -713,9 +691,9 @@ def _put_view(dst, r, src, pos, n, vbase):
         for j in range(4, 16):
             dst[at + j] = 0
         if m > 0:
-            _copy(src, pos, m, dst, at + 4)
+            copy_bytes(src, pos, m, dst, at + 4)
     else:
-        _copy(src, pos, 4, dst, at + 4)  # the prefix
+        copy_bytes(src, pos, 4, dst, at + 4)  # the prefix
         _put_i32(dst, at + 8, vbase + (pos >> VIEW_WINDOW_BITS))
         _put_i32(dst, at + 12, pos & ((1 << VIEW_WINDOW_BITS) - 1))
 
@@ -821,9 +799,9 @@ def _walk_v2(
                 _put_view(v_view, n, buf, vpos, vlen if payloads else -1, vbase)
             elif payloads:
                 if klen > 0:
-                    _copy(buf, kpos, klen, k_data, kc)
+                    copy_bytes(buf, kpos, klen, k_data, kc)
                 if vlen > 0:
-                    _copy(buf, vpos, vlen, v_data, vc)
+                    copy_bytes(buf, vpos, vlen, v_data, vc)
         if copies:
             kc += max(klen, 0)
             vc += max(vlen, 0)
@@ -844,11 +822,11 @@ def _walk_v2(
                 if hc >= cap[3] or hkc + hk > cap[4] or hvc + hv > cap[5]:
                     return FULL
                 hk_off[hc] = hkc
-                _copy(buf, hkpos, hk, hk_data, hkc)
+                copy_bytes(buf, hkpos, hk, hk_data, hkc)
                 hv_size[hc] = hv
                 hv_off[hc] = hvc
                 if hv > 0:
-                    _copy(buf, pos, hv, hv_data, hvc)
+                    copy_bytes(buf, pos, hv, hv_data, hvc)
             pos += max(hv, 0)
             hc += 1
             hkc += hk
@@ -970,9 +948,9 @@ def _walk_legacy(
                 _put_view(v_view, n, buf, vpos, vlen if payloads else -1, vbase)
             elif payloads:
                 if klen > 0:
-                    _copy(buf, kpos, klen, k_data, t[1])
+                    copy_bytes(buf, kpos, klen, k_data, t[1])
                 if vlen > 0:
-                    _copy(buf, vpos, vlen, v_data, t[2])
+                    copy_bytes(buf, vpos, vlen, v_data, t[2])
         if payloads and not views:
             t[1] += max(klen, 0)
             t[2] += max(vlen, 0)

@@ -25,6 +25,7 @@ import numpy as np
 from numba import config, njit
 
 from .encode import _put_uv, _uvlen, _zigzag
+from .memory import memcpy
 from .records import (
     AT_LENGTH,
     AT_MAGIC,
@@ -48,7 +49,6 @@ from .records import (
     V2_MAX_TS,
     V2_PEPOCH,
     V2_PID,
-    _memcpy,
     crc32,
     crc32c_hw,
 )
@@ -167,7 +167,7 @@ else:
         """out[pos:pos + n] = src[at:at + n] -> pos + n (Numba's slice assignment copies byte by
         byte and costs seconds of compile time at each use)."""
         if n > 16:
-            _memcpy(out, pos, src, at, n)
+            memcpy(out, pos, src, at, n)
         else:  # a call to memcpy costs more than a short loop
             for k in range(n):
                 out[pos + k] = src[at + k]

@@ -1,0 +1,50 @@
+"""Bytes copied from one array to another as one ``memcpy``.
+
+Numba compiles a slice assignment (``dst[a:b] = src[c:d]``) into two array views and a loop
+that copies a byte at a time: the copies of FetchResponse v12 (112 KB bodies) and ProduceRequest
+v9 decoded at 2.0-2.1 GB/s that way, 3.1-3.4 GB/s with ``copy_bytes`` (the generated kernel, one
+core). Callers check the bounds first, as for every other write of the kernels. Where the
+kernels run as Python (``NUMBA_DISABLE_JIT=1``; the plain-Python tier, ``tiers.py``), numpy's
+slice copy, bounds checked.
+"""
+
+from __future__ import annotations
+
+from numba import config, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["copy_bytes", "memcpy"]
+
+
+@intrinsic
+def memcpy(typingctx, dst, at, src, pos, n):
+    """dst[at:at + n] = src[pos:pos + n], unchecked: LLVM's ``memcpy`` of the two arrays'
+    data."""
+    sig = types.void(dst, at, src, pos, n)
+
+    def codegen(context, builder, signature, args):
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[2])(context, builder, args[2])
+        at_, pos_, n_ = (context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 3, 4))
+        cgutils.raw_memcpy(builder, builder.gep(d.data, [at_]), builder.gep(s.data, [pos_]), n_, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _copy_py(src, pos, n, dst, at):
+    """``copy_bytes`` as Python."""
+    if n > 0:
+        dst[at : at + n] = src[pos : pos + n]
+
+
+if getattr(config, "DISABLE_JIT", False):
+    copy_bytes = _copy_py
+
+else:
+
+    @njit(inline="always")
+    def copy_bytes(src, pos, n, dst, at):
+        """dst[at:at + n] = src[pos:pos + n] (the caller checked both ranges)."""
+        memcpy(dst, at, src, pos, n)
