@@ -64,6 +64,7 @@ from .isa import (
     VARBIN,
     write_status,
 )
+from .memory import copy_bytes
 
 _write_status = njit(inline="always")(write_status)
 
@@ -213,7 +214,7 @@ def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, 
         return pos + _entry_size(optbuf, tag, n) + n
     pos = _put_entry(out, pos, optbuf, tag, n)
     src = data_base[valnode] + b0
-    out[pos : pos + n] = data[src : src + n]
+    copy_bytes(data, src, n, out, pos)
     return pos + n
 
 
@@ -284,7 +285,7 @@ def run(
                         elif wb == 8 and w == 8:
                             _put_be(out, p, a64[at >> 3], 8)
                         elif runs[r, 1] == 4:  # uuid
-                            out[p : p + 16] = a8[at : at + 16]
+                            copy_bytes(a8, at, 16, out, p)
                         elif runs[r, 1] == 3:  # bool
                             out[p] = 1 if a8[at] != 0 else 0
                         else:
@@ -355,7 +356,7 @@ def run(
                     pos = _len(out, pos, fill, kind, n)
                     if fill:
                         src = data_base[node] + b0
-                        out[pos : pos + n] = data[src : src + n]
+                        copy_bytes(data, src, n, out, pos)
                     pos += n
                 pc += 1
             elif op == LIST or op == LIST_FIXED:
@@ -389,7 +390,7 @@ def run(
                     else:
                         at = fixed_base[child] + e0 * eb
                         if ek == EL_UUID:
-                            out[pos : pos + n * 16] = a8[at : at + n * 16]
+                            copy_bytes(a8, at, n * 16, out, pos)
                         elif ek == EL_BOOL:
                             for k in range(n):
                                 out[pos + k] = 1 if a8[at + k] != 0 else 0
@@ -403,7 +404,7 @@ def run(
                             for k in range(n):
                                 _put_be(out, pos + k * 2, a16[(at >> 1) + k], 2)
                         else:
-                            out[pos : pos + n] = a8[at : at + n]
+                            copy_bytes(a8, at, n, out, pos)
                     pos += n * eb
                     pc += 1
                 elif n > 0:
@@ -590,10 +591,8 @@ def g_i8(v):
 
 @njit(cache=True, nogil=True)
 def g_copy(out, at, src, start, n):
-    """``out[at : at + n] = src[start : start + n]`` (Numba compiles a helper per slice
-    assignment; a loop compiles once)."""
-    for k in range(n):
-        out[np.uint64(at + k)] = src[np.uint64(start + k)]
+    """``out[at : at + n] = src[start : start + n]``."""
+    copy_bytes(src, start, n, out, at)
 
 
 @njit(cache=True, nogil=True)

@@ -379,9 +379,11 @@ _LOCK = threading.Lock()
 def _salt() -> str:
     """What else the machine code depends on: the shared calls' source (Numba does not see a
     callee change in a cached caller) and Numba's version."""
-    found = importlib.util.find_spec("arrowkafka.kernels.encode")
-    assert found is not None and found.origin is not None
-    helpers = Path(found.origin).read_bytes()
+    helpers = b""
+    for module in ("encode", "memory"):
+        found = importlib.util.find_spec(f"arrowkafka.kernels.{module}")
+        assert found is not None and found.origin is not None
+        helpers += Path(found.origin).read_bytes()
     return f"{_VERSION} {importlib.metadata.version('numba')} {hashlib.sha256(helpers).hexdigest()}"
 
 
