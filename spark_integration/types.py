@@ -8,6 +8,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import arrowkafka as ak
 from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, portable_type
@@ -82,6 +83,9 @@ def drop_tag_columns(a: pa.Array) -> pa.Array:
     mask = a.is_null() if a.null_count else None
     if pa.types.is_struct(t):
         keep = [f for f in t if f.name not in TAG_COLUMNS]
+        if not keep:  # (Arrow takes a struct's length from its children: here there are none)
+            valid = None if mask is None else pc.invert(mask).buffers()[1]
+            return pa.StructArray.from_buffers(pa.struct([]), len(a), [valid], a.null_count, children=[])
         children = [drop_tag_columns(a.field(f.name)) for f in keep]  # offset applied
         return pa.StructArray.from_arrays(
             children, fields=[f.with_type(c.type) for f, c in zip(keep, children, strict=True)], mask=mask

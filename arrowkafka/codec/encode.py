@@ -109,6 +109,17 @@ def _check_span(offs: np.ndarray, path: str) -> None:
         raise ValueError(f"{path}: over 2^31 values or bytes in one batch; encode smaller batches")
 
 
+def _bad_offsets(offs: np.ndarray, limit: int) -> int | None:
+    """The first element whose offsets Arrow would refuse (backwards, or outside the ``limit``
+    values or bytes the array holds), if any: the kernels copy by offsets unchecked, and pyarrow
+    checks an array built from buffers only when asked (``validate(full=True)``)."""
+    bad = (offs[1:] < offs[:-1]) | (offs[1:] > limit) | (offs[:-1] < 0)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+BAD_OFFSETS = "offsets backwards or past the values: not a valid Arrow array"
+
+
 @dataclass
 class _Pieces:
     """One node's input: validity bytes, fixed-width values (raw little-endian bytes), offsets
@@ -182,6 +193,9 @@ class _Flattener:
         elif node.kind == K_VARBIN:
             offs = _offsets(arr)
             _check_span(offs, node.path)
+            data = arr.buffers()[2]
+            if (broken := _bad_offsets(offs, data.size if data else 0)) is not None:
+                raise self.fail(BAD_OFFSETS, node.path, place, broken)
             p.offsets = offs
             p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
         elif node.kind in (K_LIST, K_MAP):
@@ -196,6 +210,8 @@ class _Flattener:
                 raise self.fail(f"null in non-nullable {UNKNOWN_TAGS} map", node.path, place, int(bad[0]))
         offs = _offsets(arr)
         _check_span(offs, node.path)
+        if (broken := _bad_offsets(offs, len(arr.values))) is not None:
+            raise self.fail(BAD_OFFSETS, node.path, place, broken)
         p.offsets = offs
         values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
         child_live = None  # every slot of ``values`` is reached by some row
@@ -294,6 +310,8 @@ class _Flattener:
             if bad.size:
                 raise self.fail(f"null in non-nullable {TAGS_PRESENT} list", path, place, int(bad[0]))
         offs = _offsets(lists)
+        if (broken := _bad_offsets(offs, len(lists.values))) is not None:
+            raise self.fail(BAD_OFFSETS, path, place, broken)
         tags = lists.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
         if tags.null_count:
             reached = _mask(lists.is_valid()) if live is None else _mask(lists.is_valid()) & live
@@ -442,6 +460,8 @@ class _Flattener:
         """A list's (or map's) elements by the same rule; a large list becomes a list."""
         offs = _offsets(arr)
         _check_span(offs, path)
+        if (broken := _bad_offsets(offs, len(arr.values))) is not None:
+            raise self.fail(BAD_OFFSETS, path, place, broken)
         start, count = int(offs[0]), int(offs[-1] - offs[0])
         keep = _reached(arr, live)
         child_live = None if keep is None else np.repeat(keep, np.diff(offs))

@@ -136,6 +136,10 @@ def test_tag_columns_left_out(spark: Any) -> None:
         without_tags(expected([v12], "MetadataResponse", 12, all_versions=True)[0]),
         without_tags(expected([v1], "MetadataResponse", 1, all_versions=True)[0]),
     ]
+    # a message of tagged fields only (ListGroupsRequest v3): a struct with no field left
+    df = spark.createDataFrame([(0, b"\x00"), (1, b"\x05"), (2, b"\x00")], "id int, value binary")
+    empty = decode_column(df, "value", "ListGroupsRequest", 3, errors="null", tag_columns=False)
+    assert spark_rows(empty.orderBy("id"), "ListGroupsRequest") == [{}, None, {}]
 
 
 def test_internal_topics(spark: Any) -> None:

@@ -118,6 +118,29 @@ def metadata_request(name: str) -> pa.Table:
     return pa.table({"topics": topics})
 
 
+def _offsets(*xs: int) -> pa.Buffer:
+    return pa.array(xs, pa.int32()).buffers()[1]
+
+
+# (pyarrow's own cheap check refuses a last offset past the values; these pass it)
+@pytest.mark.parametrize("offsets", [(0, 3, 1), (0, 9, 4)], ids=["backwards", "past the bytes, then back"])
+def test_string_offsets_arrow_would_refuse(offsets: tuple[int, ...]) -> None:
+    """pyarrow checks an array built from buffers in full only when asked; the kernels copy by
+    its offsets unchecked, so offsets that go backwards or past the bytes are refused first."""
+    name = pa.Array.from_buffers(pa.string(), 2, [None, _offsets(*offsets), pa.py_buffer(b"java")])
+    table = pa.table({"client_software_name": name, "client_software_version": ["1", "2"]})
+    e = refused(SPECS, table, "ApiVersionsRequest", 3)
+    assert "not a valid Arrow array" in e.reason and e.path == "$.client_software_name" and e.row < 2
+
+
+@pytest.mark.parametrize("offsets", [(0, 1, 0), (0, 5, 1)], ids=["backwards", "past the values, then back"])
+def test_list_offsets_arrow_would_refuse(offsets: tuple[int, ...]) -> None:
+    one = pa.array([{"name": "a"}])  # (the topic id and tags: their defaults)
+    topics = pa.Array.from_buffers(pa.list_(one.type), 2, [None, _offsets(*offsets)], children=[one])
+    e = refused(SPECS, pa.table({"topics": topics}), "MetadataRequest", 12)
+    assert "not a valid Arrow array" in e.reason and e.path == "$.topics" and e.row < 2
+
+
 def test_a_32768_byte_topic_name_in_metadata_v12() -> None:
     e = refused(SPECS, metadata_request("t" * 32768), "MetadataRequest", 12)
     assert (e.row, e.path) == (1, "$.topics[0].name")
