@@ -136,6 +136,17 @@ def _column_err(reason: str, table: str, name: str) -> EncodeError:
     return EncodeError(reason, path=f"{table}.{name}", row=-1, message=table)
 
 
+def _check_offsets(offs: np.ndarray, limit: int, table: str, name: str) -> None:
+    """Offsets as Arrow requires them, never backwards and inside the ``limit`` values or bytes
+    the array holds: the kernels copy by them unchecked, and pyarrow checks an array built from
+    buffers in full only when asked (``validate(full=True)``)."""
+    bad = _first((offs[1:] < offs[:-1]) | (offs[1:] > limit) | (offs[:-1] < 0))
+    if bad is not None:
+        raise _column_err(
+            f"offsets backwards or past the values at element {bad}: not a valid Arrow array", table, name
+        )
+
+
 def _first(mask: np.ndarray) -> int | None:
     hit = np.flatnonzero(mask)
     return int(hit[0]) if len(hit) else None
@@ -199,6 +210,7 @@ def _binary(arr: pa.Array, table: str, name: str) -> tuple[np.ndarray, np.ndarra
     offs = np.frombuffer(bufs[1], otype, count=n + 1, offset=arr.offset * width).astype(np.int64)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else _EMPTY
     data.flags.writeable = False
+    _check_offsets(offs, len(data), table, name)
     lengths = np.diff(offs)
     if arr.null_count:
         lengths[arr.is_null().to_numpy(zero_copy_only=False)] = -1
@@ -414,6 +426,7 @@ class _Records:
                 f"a column of {arr.type} where list<struct<key, value>> is expected", "records", "headers"
             )
         offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+        _check_offsets(offs, len(arr.values), "records", "headers")
         count = np.diff(offs)
         if arr.null_count:
             count[arr.is_null().to_numpy(zero_copy_only=False)] = 0  # a null list: no headers

@@ -534,3 +534,18 @@ def test_columns_of_the_wrong_type_are_named() -> None:
         ak.encode_records(pa.table({"codec": ["none"]}), twice)
     with pytest.raises(TypeError, match=r"must be a pa\.Table or pa\.RecordBatch"):
         ak.encode_records({"codec": ["none"]}, pa.table({}))
+
+
+def test_offsets_arrow_would_refuse_are_named() -> None:
+    """Arrays built from buffers are checked in full by pyarrow only when asked; offsets that go
+    backwards or past their values are refused before the kernel copies by them."""
+    offsets = pa.array([0, 30, 20, 40], pa.int32()).buffers()[1]  # the second value goes backwards
+    value = pa.Array.from_buffers(pa.binary(), 3, [None, offsets, pa.py_buffer(bytes(40))])
+    items = pa.array([{"key": "k", "value": b"v"}] * 2, HEADERS.value_type)
+    headers = pa.Array.from_buffers(
+        HEADERS, 2, [None, pa.array([0, 2, 1], pa.int32()).buffers()[1]], children=[items]
+    )
+    for records, path in (({"value": value}, "records.value"), ({"headers": headers}, "records.headers")):
+        with pytest.raises(EncodeError, match="not a valid Arrow array") as e:
+            ak.encode_records(pa.table({"codec": ["none"]}), pa.table(records))
+        assert e.value.path == path
