@@ -4,9 +4,8 @@ Numba compiles a slice assignment (``dst[a:b] = src[c:d]``) into two array views
 that copies a byte at a time: with it, FetchResponse v12 (112 KB bodies) decoded at 2.0 GB/s on
 the generated kernel and ProduceRequest v9 at 2.1 GB/s on the interpreter; with ``copy_bytes``,
 4.7 and 4.2 GB/s (one core). Callers check the bounds first, as for every other write of the
-kernels. Where the
-kernels run as Python (``NUMBA_DISABLE_JIT=1``; the plain-Python tier, ``tiers.py``), numpy's
-slice copy, bounds checked.
+kernels. Where the kernels run as Python (``NUMBA_DISABLE_JIT=1``; the plain-Python tier,
+``tiers.py``), numpy's slice copy, bounds checked.
 """
 
 from __future__ import annotations
