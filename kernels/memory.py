@@ -14,6 +14,8 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .tiers import copy_bytes_py
+
 __all__ = ["copy_bytes", "memcpy"]
 
 
@@ -33,14 +35,8 @@ def memcpy(typingctx, dst, at, src, pos, n):
     return sig, codegen
 
 
-def _copy_py(src, pos, n, dst, at):
-    """``copy_bytes`` as Python."""
-    if n > 0:
-        dst[at : at + n] = src[pos : pos + n]
-
-
 if getattr(config, "DISABLE_JIT", False):
-    copy_bytes = _copy_py
+    copy_bytes = copy_bytes_py
 
 else:
 

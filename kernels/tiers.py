@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PURE_BUDGET", "compiled", "expect", "kernel_run"]
+__all__ = ["PURE_BUDGET", "compiled", "copy_bytes_py", "expect", "kernel_run"]
 
 PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
 
@@ -35,7 +35,7 @@ def _no_hint(*args: Any) -> None:
     """A hint to the CPU (``hints.py``), which Python has no use for."""
 
 
-def _copy_py(src: Any, pos: int, n: int, dst: Any, at: int) -> None:
+def copy_bytes_py(src: Any, pos: int, n: int, dst: Any, at: int) -> None:
     """``memory.copy_bytes`` (a Numba intrinsic) as Python: numpy's slice copy."""
     if n > 0:
         dst[at : at + n] = src[pos : pos + n]
@@ -47,13 +47,13 @@ def _pure_module(name: str) -> types.ModuleType:
         source = path.read_text().replace("from numba import njit\n", "njit = _identity\n", 1)
         # hints to the CPU are Numba intrinsics: nothing to do in Python
         source = source.replace("from .hints import message_ahead\n", "message_ahead = _no_hint\n", 1)
-        source = source.replace("from .memory import copy_bytes\n", "copy_bytes = _copy_py\n", 1)
+        source = source.replace("from .memory import copy_bytes\n", "copy_bytes = copy_bytes_py\n", 1)
         module = types.ModuleType(f"{__package__}.{name}_pure")
         module.__file__ = str(path)
         module.__package__ = __package__
         module.__dict__["_identity"] = _identity
         module.__dict__["_no_hint"] = _no_hint
-        module.__dict__["_copy_py"] = _copy_py
+        module.__dict__["copy_bytes_py"] = copy_bytes_py
         exec(compile(source, str(path), "exec"), module.__dict__)
         _pure[name] = module
     return _pure[name]

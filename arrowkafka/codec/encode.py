@@ -54,7 +54,7 @@ from arrowkafka.schema import (
     storage_type,
 )
 
-__all__ = ["encode_batch", "input_rule"]
+__all__ = ["BAD_OFFSETS", "bad_offsets", "encode_batch", "input_rule"]
 
 _ALIGN = 64
 
@@ -109,7 +109,7 @@ def _check_span(offs: np.ndarray, path: str) -> None:
         raise ValueError(f"{path}: over 2^31 values or bytes in one batch; encode smaller batches")
 
 
-def _bad_offsets(offs: np.ndarray, limit: int) -> int | None:
+def bad_offsets(offs: np.ndarray, limit: int) -> int | None:
     """The first element whose offsets Arrow would refuse (backwards, or outside the ``limit``
     values or bytes the array holds), if any: the kernels copy by offsets unchecked, and pyarrow
     checks an array built from buffers only when asked (``validate(full=True)``)."""
@@ -194,7 +194,7 @@ class _Flattener:
             offs = _offsets(arr)
             _check_span(offs, node.path)
             data = arr.buffers()[2]
-            if (broken := _bad_offsets(offs, data.size if data else 0)) is not None:
+            if (broken := bad_offsets(offs, data.size if data else 0)) is not None:
                 raise self.fail(BAD_OFFSETS, node.path, place, broken)
             p.offsets = offs
             p.data = np.frombuffer(arr.buffers()[2] or b"\0", np.uint8)[offs[0] : offs[-1]]
@@ -210,7 +210,7 @@ class _Flattener:
                 raise self.fail(f"null in non-nullable {UNKNOWN_TAGS} map", node.path, place, int(bad[0]))
         offs = _offsets(arr)
         _check_span(offs, node.path)
-        if (broken := _bad_offsets(offs, len(arr.values))) is not None:
+        if (broken := bad_offsets(offs, len(arr.values))) is not None:
             raise self.fail(BAD_OFFSETS, node.path, place, broken)
         p.offsets = offs
         values = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
@@ -310,7 +310,7 @@ class _Flattener:
             if bad.size:
                 raise self.fail(f"null in non-nullable {TAGS_PRESENT} list", path, place, int(bad[0]))
         offs = _offsets(lists)
-        if (broken := _bad_offsets(offs, len(lists.values))) is not None:
+        if (broken := bad_offsets(offs, len(lists.values))) is not None:
             raise self.fail(BAD_OFFSETS, path, place, broken)
         tags = lists.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
         if tags.null_count:
@@ -460,7 +460,7 @@ class _Flattener:
         """A list's (or map's) elements by the same rule; a large list becomes a list."""
         offs = _offsets(arr)
         _check_span(offs, path)
-        if (broken := _bad_offsets(offs, len(arr.values))) is not None:
+        if (broken := bad_offsets(offs, len(arr.values))) is not None:
             raise self.fail(BAD_OFFSETS, path, place, broken)
         start, count = int(offs[0]), int(offs[-1] - offs[0])
         keep = _reached(arr, live)

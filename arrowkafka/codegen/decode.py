@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
-from arrowkafka.codegen.modules import generated_path, import_generated
+from arrowkafka.codegen.modules import generated_path, import_generated, kernel_sources
 from arrowkafka.kernels.isa import EL_BOOL, EL_F64, EL_INT, EL_UINT, EL_UUID, ENC_ZIGZAG, MAX_INDICES, OPS
 from arrowkafka.plan import Plan
 
@@ -605,12 +604,7 @@ def run(code, consts, const_bytes, tag_table, runs, root_default_pc, max_depth, 
 def _named(plan: Plan) -> tuple[str, str]:
     """(module name, source) of ``plan``'s specialised kernel, generated once."""
     source = kernel_source(plan)
-    # Numba's cache of the generated module does not see changes to the helpers it takes from
-    # kernels/decode.py and kernels/memory.py, so their source is part of the module's name.
-    helpers = b"".join(
-        Path(str(importlib.util.find_spec(f"arrowkafka.kernels.{m}").origin)).read_bytes()  # type: ignore[union-attr]
-        for m in ("decode", "memory")
-    )
+    helpers = kernel_sources("decode", "memory")  # (the helpers it calls)
     digest = hashlib.sha256(_VERSION.encode() + helpers + source.encode()).hexdigest()[:20]
     return f"ak_{digest}", source
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from arrowkafka.codegen.modules import generated_path, import_generated
+from arrowkafka.codegen.modules import generated_path, import_generated, kernel_sources
 from arrowkafka.kernels.isa import EL_BOOL, EL_UUID, ENC_ZIGZAG, LEN_INT16, LEN_INT32, LEN_UVARINT, OPS
 from arrowkafka.kernels.tiers import _identity, _pure_module
 from arrowkafka.plan import Plan
@@ -379,11 +379,7 @@ _LOCK = threading.Lock()
 def _salt() -> str:
     """What else the machine code depends on: the shared calls' source (Numba does not see a
     callee change in a cached caller) and Numba's version."""
-    helpers = b""
-    for module in ("encode", "memory"):
-        found = importlib.util.find_spec(f"arrowkafka.kernels.{module}")
-        assert found is not None and found.origin is not None
-        helpers += Path(found.origin).read_bytes()
+    helpers = kernel_sources("encode", "memory")
     return f"{_VERSION} {importlib.metadata.version('numba')} {hashlib.sha256(helpers).hexdigest()}"
 
 

@@ -5,6 +5,7 @@ module's. One place for decode and encode kernels (``codegen.decode``, ``codegen
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -12,7 +13,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["cache_dir", "generated_path", "import_generated", "write_generated", "load_generated"]
+__all__ = [
+    "cache_dir",
+    "generated_path",
+    "import_generated",
+    "kernel_sources",
+    "write_generated",
+    "load_generated",
+]
 
 _LOADED: dict[str, Any] = {}
 
@@ -21,6 +29,19 @@ def cache_dir() -> Path:
     """Where generated kernels live (``ARROWKAFKA_CACHE_DIR``, else ~/.cache/arrowkafka)."""
     root = os.environ.get("ARROWKAFKA_CACHE_DIR") or Path.home() / ".cache" / "arrowkafka"
     return Path(root) / "kernels"
+
+
+@functools.cache
+def kernel_sources(*modules: str) -> bytes:
+    """The source of the ``arrowkafka.kernels`` modules a generated kernel calls into, read once
+    per process: part of the generated module's name, since Numba's cache of a caller does not
+    see a change to its callees."""
+    out = b""
+    for module in modules:
+        found = importlib.util.find_spec(f"arrowkafka.kernels.{module}")
+        assert found is not None and found.origin is not None
+        out += Path(found.origin).read_bytes()
+    return out
 
 
 def generated_path(name: str) -> Path:

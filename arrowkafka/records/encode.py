@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import zstandard
 
+from arrowkafka.codec.encode import BAD_OFFSETS, bad_offsets
 from arrowkafka.errors import EncodeError
 from arrowkafka.kernels import records as kr
 from arrowkafka.kernels import records_encode as ke
@@ -137,14 +138,10 @@ def _column_err(reason: str, table: str, name: str) -> EncodeError:
 
 
 def _check_offsets(offs: np.ndarray, limit: int, table: str, name: str) -> None:
-    """Offsets as Arrow requires them, never backwards and inside the ``limit`` values or bytes
-    the array holds: the kernels copy by them unchecked, and pyarrow checks an array built from
-    buffers in full only when asked (``validate(full=True)``)."""
-    bad = _first((offs[1:] < offs[:-1]) | (offs[1:] > limit) | (offs[:-1] < 0))
+    """Offsets as Arrow requires them (``codec.encode.bad_offsets``): the kernel copies by them."""
+    bad = bad_offsets(offs, limit)
     if bad is not None:
-        raise _column_err(
-            f"offsets backwards or past the values at element {bad}: not a valid Arrow array", table, name
-        )
+        raise _column_err(f"{BAD_OFFSETS} (element {bad})", table, name)
 
 
 def _first(mask: np.ndarray) -> int | None:

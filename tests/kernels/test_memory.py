@@ -36,5 +36,5 @@ def test_copy_bytes_is_a_slice_copy() -> None:
         _copy_many(src, got, case[None, :])
         assert np.array_equal(got, want), (pos, n, at)
         plain = np.full(4096, 0xAA, np.uint8)
-        tiers._copy_py(src, pos, n, plain, at)
+        tiers.copy_bytes_py(src, pos, n, plain, at)
         assert np.array_equal(plain, want), (pos, n, at)
