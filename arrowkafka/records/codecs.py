@@ -27,6 +27,8 @@ import lz4.block
 import numpy as np
 import zstandard
 
+from arrowkafka.assembly import blocks
+
 __all__ = ["CODECS", "CodecError", "Sink", "TooBig", "compress", "decompress", "decompress_into"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # attributes & 7
@@ -43,12 +45,12 @@ class TooBig(CodecError):
 class Sink:
     """Decompressed bytes, back to back in one numpy buffer; ``at`` is where the next go.
 
-    numpy's allocation rather than bytes objects: numpy asks for huge pages, and on a VM a
-    fresh 4 KiB page costs microseconds. Pages never written cost nothing, so ``size`` may be a
-    generous guess."""
+    A numpy array rather than bytes objects, from the blocks kept for reuse: on a VM a fresh
+    4 KiB page costs microseconds to fault in, and the next call takes the same block again.
+    Pages never written cost nothing, so ``size`` may be a generous guess."""
 
     def __init__(self, size: int = 1 << 16) -> None:
-        self.buf = np.empty(max(size, 1), np.uint8)
+        self.buf = blocks.block(max(size, 1))
         self.at = 0
 
     def room(self, n: int) -> np.ndarray:
@@ -56,7 +58,7 @@ class Sink:
         A numpy array: cramjam fills one faster than a memoryview (numpy's type stubs do not
         declare its buffer protocol, hence the ignores where cramjam takes one)."""
         if self.at + n > len(self.buf):
-            grown = np.empty(max(2 * len(self.buf), self.at + n), np.uint8)
+            grown = blocks.block(max(2 * len(self.buf), self.at + n))
             grown[: self.at] = self.buf[: self.at]
             self.buf = grown
         return self.buf[self.at : self.at + n]

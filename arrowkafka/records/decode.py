@@ -28,9 +28,8 @@ INNER_GUESS = 8  # decompressed bytes guessed per compressed byte, before any ba
 WALK_GROUP = 1 << 20  # decompressed bytes walked at a time, while they are in the cache (L2-sized)
 CHUNK_RECORDS = 1 << 20  # records a chunk of the records table is first given room for
 SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
-# a chunk's columns and a buffer of decompressed records stay under glibc's default mmap
-# threshold (it rises to 32 MB): freed, the heap reuses their memory for the next call, where
-# fresh pages cost 0.1 ms a MB to fault in (the CLI sets its own threshold: cli.bound_heap)
+# a chunk's columns take one block of at most this (assembly.blocks keeps blocks for the next
+# call, where fresh pages cost 0.1 ms a MB to fault in)
 CHUNK_BLOCK = 24 << 20
 RECORD_BYTES = 48  # a record's fixed-width columns and offsets
 SLACK = 256 << 10  # bytes each byte column is given beyond its estimate (reserved, touched only if used)

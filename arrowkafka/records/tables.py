@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from arrowkafka.assembly import blocks
 from arrowkafka.kernels import records as k
 from arrowkafka.records.codecs import CODECS
 from arrowkafka.records.control import MARKERS_SCHEMA
@@ -235,16 +236,16 @@ class RecordColumns:
     def allocate(
         cls, n: int, nh: int, key: int, value: int, hkey: int, hvalue: int, views: bool = False
     ) -> RecordColumns:
-        # one allocation for every column, each at a 64-byte boundary: numpy asks the kernel for
-        # huge pages for it, where a dozen arrays of a few MB each fault in 4 KiB pages (on a VM
-        # those faults cost as much as the walk that fills the columns)
+        # one allocation for every column, each at a 64-byte boundary, from the blocks kept for
+        # reuse: fresh pages fault in 4 KiB at a time (on a VM those faults cost as much as the
+        # walk that fills the columns), and a dozen arrays of a few MB each would each fault
         lengths = [
             (n, 8), (n, 8), (n, 8), (n, 4), (n, 4), (n, 4), (n + 1, 4), (key, 1), (n + 1, 4),
             (value, 1), (n + 1, 4), (nh + 1, 4), (hkey, 1), (nh, 4), (nh + 1, 4), (hvalue, 1),
             (16 * n * views, 1), (16 * n * views, 1),
         ]  # fmt: skip
         starts = np.cumsum([0] + [-(-m * w // 64) * 64 for m, w in lengths])
-        raw = np.empty(int(starts[-1]) + 64, np.uint8)
+        raw = blocks.block(int(starts[-1]) + 64)
         shift = -raw.ctypes.data % 64
         block = raw[shift : shift + int(starts[-1])]
         dtypes = {8: np.int64, 4: np.int32, 1: np.uint8}
