@@ -153,7 +153,7 @@ class SpecSet(Mapping[str, MessageSpec]):
             first use (seconds; then cached on disk) and faster.
             ``"auto"`` (default): the interpreter; once the plan has decoded 64 MB in this
             process, its kernel is compiled in a child process (once per machine) and used
-            as soon as it is ready (a kernel an earlier process built: after 48 MB).
+            as soon as it is ready (a kernel an earlier process built: after 32 MB).
         views : bool
             ``True``: ``bytes`` and ``records`` fields come as ``binary_view`` arrays pointing
             into the input instead of copies (the batch keeps the input's buffer alive, and

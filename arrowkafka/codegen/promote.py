@@ -42,9 +42,10 @@ __all__ = ["AFTER", "LOAD_AFTER", "auto", "built", "mark_built", "spawn_compile"
 AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel is compiled
 # bytes of input one plan takes before a kernel built by an earlier process is loaded: loading
 # costs about 25-45 ms (the module, and Numba's cache), what the interpreter loses to the
-# kernel over 40-70 MB (Metadata v12, bench/first_contact.py: 583 against 816 MB/s), so a small
-# job stays on the interpreter, which every plan shares and is loaded already
-LOAD_AFTER = 48 << 20
+# kernel over 27-49 MB (Metadata v12, bench/first_contact.py: 570 against 1,193 MB/s; encoding
+# loses it sooner), so a small job stays on the interpreter, which every plan shares and is
+# loaded already
+LOAD_AFTER = 32 << 20
 
 
 @dataclass
