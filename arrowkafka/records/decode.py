@@ -29,7 +29,7 @@ WALK_GROUP = 1 << 20  # decompressed bytes walked at a time, while they are in t
 CHUNK_RECORDS = 1 << 20  # records a chunk of the records table is first given room for
 SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
 # a chunk's columns take one block of at most this (assembly.blocks keeps blocks for the next
-# call, where fresh pages cost 0.1 ms a MB to fault in)
+# call, where fresh pages cost 0.1-1 ms a MB to fault in on this machine)
 CHUNK_BLOCK = 24 << 20
 RECORD_BYTES = 48  # a record's fixed-width columns and offsets
 SLACK = 256 << 10  # bytes each byte column is given beyond its estimate (reserved, touched only if used)
