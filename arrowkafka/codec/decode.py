@@ -325,8 +325,11 @@ def each_range(fn: Any, threads: int) -> None:
     if threads == 1:
         fn(0)
         return
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(fn, range(threads)))
+    with ThreadPoolExecutor(threads - 1) as pool:  # range 0 on this thread: one start fewer
+        rest = [pool.submit(fn, k) for k in range(1, threads)]
+        fn(0)
+        for f in rest:
+            f.result()
 
 
 REJECT_SCHEMA = pa.schema(
