@@ -560,7 +560,7 @@ def _message_loop(body: list[str]) -> list[str]:
         out[k] += ", i"
     loads = [f"{_LOCAL[a]}_{k} = {a}[{k}]" for a, k in sorted(used)]
     stores = [f"{a}[{k}] = {_LOCAL[a]}_{k}" for a, k in sorted(used) if a in _STORED]
-    reloads = [x for x in loads if x.split(" = ")[1].split("[")[0] in _STORED]
+    reloads = [f"{_LOCAL[a]}_{k} = {a}[{k}]" for a, k in sorted(used) if a in _STORED]
 
     def at(ind: int, lines: list[str]) -> list[str]:
         return ["    " * ind + line for line in lines]
