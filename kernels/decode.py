@@ -16,6 +16,10 @@ State layout
                     a negative data_base marks a view (``decode(views=True)``): the value is
                     not copied, its 16-byte Arrow view goes to a8 at byte
                     -1 - data_base + 16 * slot (``_put_view``)
+    hops            the generated kernels only: hops[k, j] is where value j of the range's
+                    k-th view node (``Plan.view_nodes``) ends, noted by pass 1
+                    (``hints.hop_mark``; j counts from hop_from[node], the node's cursor when
+                    the range began); pass 2 prefetches from it
     stack           frames of (kind, a, b, c, d): LIST (body pc, remaining, total, after pc),
                     CALL (return pc, expected end or -1, saved end), SECTION (start, count or
                     -1 for the draft buffer, end)
@@ -300,13 +304,16 @@ def run(
     offs,
     bytes_out,
     valid,
+    hops,
+    hop_from,
     status,
     reject_code,
     reject_offset,
     reject_pc,
 ):
     """Decode messages ``first..last-1`` (see the module docstring). Returns 0, or the error
-    code of the first failure when not in ``null_mode``."""
+    code of the first failure when not in ``null_mode``. ``hops`` and ``hop_from`` are the
+    generated kernels' (where view values end, for pass 2's prefetches): unused here."""
     nnodes = counts.shape[0]
     stack = np.zeros((max_depth, 5), dtype=np.int64)
     snap_counts = np.zeros(nnodes, dtype=np.int64)

@@ -3,7 +3,7 @@
 A kernel that hops from one message (or record) to the next makes every first read of the next
 one wait on memory, since that address comes out of the bytes being parsed; a prefetch names
 it ahead, so the wait overlaps the work on this one. Where the kernels run as Python (the
-plain-Python tier, ``NUMBA_DISABLE_JIT=1``) these do nothing.
+plain-Python tier, ``NUMBA_DISABLE_JIT=1``) the prefetches do nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +13,24 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["MESSAGES_AHEAD", "message_ahead", "prefetch"]
+__all__ = [
+    "HOPS_AHEAD",
+    "HOPS_STRIDES",
+    "MESSAGES_AHEAD",
+    "hop_ahead",
+    "hop_mark",
+    "message_ahead",
+    "prefetch",
+]
 
 MESSAGES_AHEAD = 16  # how far ahead: 100,000 Produce v9 bodies of 2.2 KB, 421 -> 316 ns a body
+# A ``bytes`` or ``records`` value is jumped over where it is not copied, so what follows it
+# (a Fetch response's next partition, 1 KB on) is a wait on memory. Pass 1 notes where each
+# value ends (``hop_mark``) and prefetches where the value HOPS_STRIDES on would end if the
+# values kept their spacing (Fetch partitions, Produce bodies often do); pass 2, with views,
+# prefetches where the value HOPS_AHEAD on ends, as pass 1 noted (``hop_ahead``).
+HOPS_STRIDES = 4
+HOPS_AHEAD = 8
 
 
 @intrinsic
@@ -46,6 +61,9 @@ if getattr(config, "DISABLE_JIT", False):
     def message_ahead(data, starts, ends, i, last):
         pass
 
+    def hop_ahead(data, hops, slot, j):
+        pass
+
 else:
 
     @njit(inline="always")
@@ -59,3 +77,24 @@ else:
         if j < last and ends[j] > starts[j]:
             _prefetch(data, starts[j])
             _prefetch(data, ends[j] - 1)
+
+    @njit(inline="always")
+    def hop_ahead(data, hops, slot, j):
+        """Pass 2, at value j of view node ``slot``: prefetch where value j + HOPS_AHEAD ends,
+        as pass 1 noted (clamped into ``data``: a note may be stale, left by a message that
+        failed or in a reused block)."""
+        j += HOPS_AHEAD
+        if j < hops.shape[1]:
+            _prefetch(data, min(max(hops[slot, j], 0), len(data) - 1))
+
+
+@njit(inline="always")
+def hop_mark(data, hops, slot, j, at):
+    """Pass 1: value j of view node ``slot`` ends at ``at`` (noted while ``hops`` has room),
+    and the prefetch of where value j + HOPS_STRIDES would end at the spacing of the last two."""
+    if j < hops.shape[1]:
+        hops[slot, j] = at
+        if j > 0:
+            stride = at - hops[slot, j - 1]
+            if 0 < stride and at + HOPS_STRIDES * stride < len(data):
+                prefetch(data, at + HOPS_STRIDES * stride)

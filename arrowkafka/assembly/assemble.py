@@ -69,14 +69,8 @@ class BatchTooLarge(ValueError):
 
 
 def view_nodes(plan: Plan) -> set[int]:
-    """The nodes ``views=True`` does not copy: the spec's ``bytes`` and ``records`` fields (not
-    strings, and not the values of unknown tags, which the kernels always copy)."""
-    in_maps = {c.id for node in plan.nodes if node.kind == K_MAP for c in node.children}
-    return {
-        node.id
-        for node in plan.nodes
-        if node.kind == K_VARBIN and pa.types.is_binary(node.type) and node.id not in in_maps
-    }
+    """The nodes ``views=True`` does not copy (``Plan.view_nodes``)."""
+    return set(plan.view_nodes())
 
 
 def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = False) -> Buffers:

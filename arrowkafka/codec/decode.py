@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from arrowkafka.assembly import blocks
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
 from arrowkafka.assembly.assemble import VIEW_LIMIT, BatchTooLarge, Buffers, allocate, assemble
 from arrowkafka.codegen import promote
@@ -53,6 +54,10 @@ _REASONS: dict[int, tuple[type[DecodeError], str]] = {
 # the same codes, told apart by their details or by where they happened
 _VARINT_CUT_SHORT = "reading {what}: varint cut short: needs more than the {d2} bytes left"
 _NULL_ELEMENT = "reading {what}: null element in an array (Kafka's arrays never hold one)"
+
+
+# no room for hops: the kernels note none (a 2-D int64 array, as the kernels take ``hops``)
+NO_HOPS = np.zeros((1, 0), np.int64)
 
 
 class Ranges(NamedTuple):
@@ -214,12 +219,17 @@ class _Run:
         counts: np.ndarray | None,
         dcounts: np.ndarray | None,
         bufs: Buffers | None = None,
+        hops: np.ndarray = NO_HOPS,
+        hop_from: np.ndarray | None = None,
     ) -> tuple[Any, ...]:
-        """A kernel call's arguments (``bufs=None``: pass 1, or a call that decodes nothing)."""
+        """A kernel call's arguments (``bufs=None``: pass 1, or a call that decodes nothing;
+        ``hops``: see ``_hops``, and ``hop_from`` the cursors the range started at)."""
         p = self.plan
         nn = len(p.nodes)
         if counts is None or dcounts is None:
             counts = dcounts = np.zeros(nn, np.int64)
+        if hop_from is None:
+            hop_from = np.zeros(nn, np.int64)
         if bufs is None:  # pass 1 writes nothing: bases say "no buffer", arenas are stubs
             if self._stubs is None:
                 z64, z8, z32 = np.zeros(nn, np.int64), np.zeros(8, np.uint8), np.zeros(1, np.int32)
@@ -232,14 +242,21 @@ class _Run:
         return (
             p.code, p.consts, p.const_bytes, p.tag_table, p.runs, p.root_default_pc, p.max_depth,
             self.data, self.starts, self.ends, first, last, fill, self.null_mode, self.bad,
-            counts, dcounts, *bases, *arenas,
+            counts, dcounts, *bases, *arenas, hops, hop_from,
             np.zeros(isa.STATUS_SIZE, np.int64), self.reject_code, self.reject_offset, self.reject_pc,
         )  # fmt: skip
 
     def call(
-        self, first: int, last: int, fill: bool, counts: np.ndarray, dcounts: np.ndarray, bufs: Buffers | None
+        self,
+        first: int,
+        last: int,
+        fill: bool,
+        counts: np.ndarray,
+        dcounts: np.ndarray,
+        bufs: Buffers | None,
+        hops: np.ndarray = NO_HOPS,
     ) -> None:
-        args = self.args(first, last, fill, counts, dcounts, bufs)
+        args = self.args(first, last, fill, counts, dcounts, bufs, hops, counts.copy())
         err = self.fn(*args)
         if err:
             out = args[-4]
@@ -293,8 +310,12 @@ def decode_batch(
     counts = [np.zeros(nn, np.int64) for _ in range(threads)]
     dcounts = [np.zeros(nn, np.int64) for _ in range(threads)]
 
+    # where pass 1 finds each bytes or records value ends: it prefetches ahead from them as it
+    # goes, and pass 2 does with views
+    hops = [_hops(plan, starts, ends, int(cuts[k]), int(cuts[k + 1])) for k in range(threads)]
+
     def pass1(k: int) -> None:
-        run.call(int(cuts[k]), int(cuts[k + 1]), False, counts[k], dcounts[k], None)
+        run.call(int(cuts[k]), int(cuts[k + 1]), False, counts[k], dcounts[k], None, hops[k])
 
     each_range(pass1, threads)
     total, dtotal = np.sum(counts, axis=0), np.sum(dcounts, axis=0)
@@ -307,7 +328,7 @@ def decode_batch(
     dcursor = [np.zeros(nn, np.int64), *np.cumsum(dcounts, axis=0)[:-1]]
 
     def pass2(k: int) -> None:
-        run.call(int(cuts[k]), int(cuts[k + 1]), True, cursor[k], dcursor[k], bufs)
+        run.call(int(cuts[k]), int(cuts[k + 1]), True, cursor[k], dcursor[k], bufs, hops[k])
 
     each_range(pass2, threads)
     if not np.array_equal(cursor[-1], total) or not np.array_equal(dcursor[-1], dtotal):
@@ -317,6 +338,22 @@ def decode_batch(
     if errors == "raise":
         return batch
     return batch, _rejects(plan, array, run)
+
+
+HOP_BYTES = 32  # input bytes per view value the notes are sized for (a Fetch partition takes more)
+HOPS_MAX_BYTES = 4 << 20  # notes per range at most; past them the kernels note and prefetch no more
+
+
+def _hops(plan: Plan, starts: np.ndarray, ends: np.ndarray, first: int, last: int) -> np.ndarray:
+    """Room for pass 1's notes of where each ``bytes`` or ``records`` value of messages
+    first..last-1 ends (``hints.hop_mark``), a row per such node: pass 1 prefetches from them
+    as it goes, and pass 2 with views. From the reused blocks, so its pages are not faulted in
+    again each batch; what it held before is never read as more than a hint."""
+    nodes = len(plan.view_nodes())
+    if not nodes or last <= first:
+        return NO_HOPS
+    nbytes = int(ends[first:last].sum() - starts[first:last].sum())
+    return blocks.array((nodes, min(nbytes // HOP_BYTES + 64, HOPS_MAX_BYTES // 8 // nodes)), np.int64)
 
 
 def each_range(fn: Any, threads: int) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowkafka.ir import Field, Struct
-from arrowkafka.kernels.isa import FIXED_RUN, K_LIST, K_MAP, KIND_NAMES, OPS
+from arrowkafka.kernels.isa import FIXED_RUN, K_LIST, K_MAP, K_VARBIN, KIND_NAMES, OPS
 
 __all__ = ["Node", "Plan", "with_indices", "WIDTH"]
 
@@ -91,6 +91,17 @@ class Plan:
             walk(self.root, self.root.id)
             self._owners = owner
         return self._owners
+
+    def view_nodes(self) -> tuple[int, ...]:
+        """The nodes ``views=True`` does not copy, ascending: the spec's ``bytes`` and
+        ``records`` fields (not strings, and not the values of unknown tags, which the kernels
+        always copy)."""
+        in_maps = {c.id for node in self.nodes if node.kind == K_MAP for c in node.children}
+        return tuple(
+            node.id
+            for node in self.nodes
+            if node.kind == K_VARBIN and pa.types.is_binary(node.type) and node.id not in in_maps
+        )
 
     def indexed_path(self, pc: int, run_row: int, indices: list[int]) -> str:
         """The path instruction ``pc`` (or FIXED_RUN row ``run_row``) reads, with the list
