@@ -1,0 +1,129 @@
+"""The prefetches from where ``bytes`` and ``records`` values end (``kernels/hints.py``:
+``hop_mark`` in pass 1, ``hop_ahead`` in pass 2 with views) change no result: the generated
+kernel gives the interpreter's rows and rejects with views and copies, on one and two threads,
+with bad rows on both sides of the split, and whatever the notes' array held before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arrowkafka as ak
+from arrowkafka.codec import decode as codec_decode
+from arrowkafka.codec.decode import decode_batch
+from arrowkafka.plan import compile_plan
+from tests.conftest import SHARED
+
+pytestmark = [pytest.mark.jit, pytest.mark.usefixtures("own_kernel_folder")]
+
+SPECS = ak.load_specs()
+CASES = [("fetch_response_v12_10t10p_1k", "FetchResponse", 12), ("produce_request_v9", "ProduceRequest", 9)]
+
+
+def bodies(stem: str) -> list[bytes]:
+    """200 copies of a real body, some cut or damaged: first, around the two-thread split
+    (row 100), and last."""
+    body = (SHARED / "vectors" / f"{stem}.bin").read_bytes()
+    out = [body] * 200
+    for i in (0, 57, 99, 100, 101, 199):
+        out[i] = body[: len(body) // 2] if i % 2 else body[:-1] + b"\x07"
+    return out
+
+
+def decoded(name: str, version: int, rows: list[bytes], kernel: str, **options: Any) -> Any:
+    out = {}
+    for errors in ("raise", "null"):
+        try:
+            out[errors] = decode_batch(SPECS[name], rows, version, errors=errors, kernel=kernel, **options)
+        except ak.DecodeError as e:
+            out[errors] = (type(e), str(e))
+    return out
+
+
+def same(a: Any, b: Any) -> None:
+    for errors in ("raise", "null"):
+        x, y = a[errors], b[errors]
+        if isinstance(x, tuple) and isinstance(x[0], type):
+            assert x == y
+        elif errors == "null":
+            assert x[0].equals(y[0]) and x[1].equals(y[1])
+            assert x[1].num_rows == 6
+        else:
+            assert x.equals(y)
+
+
+@pytest.mark.parametrize(("stem", "name", "version"), CASES)
+@pytest.mark.parametrize("views", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_generated_kernel_agrees_with_the_interpreter(
+    stem: str, name: str, version: int, views: bool, threads: int
+) -> None:
+    rows = bodies(stem)
+    options = {"views": views, "threads": threads}
+    want = decoded(name, version, rows, "interpreter", **options)
+    same(want, decoded(name, version, rows, "specialised", **options))
+    good = [r for r in rows if r == rows[2]]
+    for kernel in ("interpreter", "specialised"):  # and the views hold the same values as copies
+        got = decode_batch(SPECS[name], good, version, kernel=kernel, **options)
+        assert got.to_pylist() == decode_batch(SPECS[name], good, version, kernel="interpreter").to_pylist()
+
+
+@pytest.mark.parametrize(("stem", "name", "version"), CASES)
+def test_stale_notes_change_nothing(
+    stem: str, name: str, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Notes left in a reused block (or by a message that failed) are only hints: fill the
+    array with positions far outside the input, negative ones and random ones first."""
+    rows = bodies(stem)
+    want = decoded(name, version, rows, "specialised", views=True, threads=2)
+    made: list[np.ndarray] = []
+    real = codec_decode._hops
+
+    def garbage(*args: Any) -> np.ndarray:
+        hops = real(*args)
+        rng = np.random.default_rng(len(made))
+        hops[...] = rng.choice([-(1 << 62), -1, 1 << 40, (1 << 63) - 1], size=hops.shape)
+        hops.flat[::3] = rng.integers(0, 1 << 20, size=hops.flat[::3].shape)
+        made.append(hops)
+        return hops
+
+    monkeypatch.setattr(codec_decode, "_hops", garbage)
+    same(want, decoded(name, version, rows, "specialised", views=True, threads=2))
+    assert made and all(h.shape[0] == len(compile_plan(SPECS[name], version).view_nodes()) for h in made)
+    assert all(h.shape[1] > 0 for h in made)
+
+
+def test_plans_without_bytes_note_nothing() -> None:
+    plan = compile_plan(SPECS["MetadataResponse"], 12)
+    assert plan.view_nodes() == ()
+    starts, ends = np.array([0], np.int64), np.array([100], np.int64)
+    assert codec_decode._hops(plan, starts, ends, 0, 1) is codec_decode.NO_HOPS
+    # and the notes' room follows the input, not a count the input could forge
+    fetch = compile_plan(SPECS["FetchResponse"], 12)
+    small = codec_decode._hops(fetch, starts, ends, 0, 1)
+    assert small.shape == (1, 100 // codec_decode.HOP_BYTES + 64)
+    big = codec_decode._hops(fetch, np.array([0], np.int64), np.array([1 << 40], np.int64), 0, 1)
+    assert big.shape[1] * 8 * big.shape[0] <= codec_decode.HOPS_MAX_BYTES
+
+
+@pytest.mark.parametrize(("stem", "name", "version"), CASES)
+def test_notes_stay_inside_their_room(
+    stem: str, name: str, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for two notes where there are hundreds of values: nothing is written past it (the
+    memory after it keeps its sentinels) and the rows are the same."""
+    rows = bodies(stem)
+    want = decoded(name, version, rows, "specialised", views=True)
+    rooms: list[np.ndarray] = []
+
+    def two(*args: Any) -> np.ndarray:
+        room = np.full(2 + 64, 12345, np.int64)
+        rooms.append(room)
+        return room[:2].reshape(1, 2)
+
+    monkeypatch.setattr(codec_decode, "_hops", two)
+    same(want, decoded(name, version, rows, "specialised", views=True))
+    assert rooms and all((room[2:] == 12345).all() for room in rooms)
+    assert all((room[:2] != 12345).all() for room in rooms)  # the first two were noted
