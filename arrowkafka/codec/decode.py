@@ -348,7 +348,8 @@ def _hops(plan: Plan, starts: np.ndarray, ends: np.ndarray, first: int, last: in
     """Room for pass 1's notes of where each ``bytes`` or ``records`` value of messages
     first..last-1 ends (``hints.hop_mark``), a row per such node: pass 1 prefetches from them
     as it goes, and pass 2 with views. From the reused blocks, so its pages are not faulted in
-    again each batch; what it held before is never read as more than a hint."""
+    again each batch; what it held before (where a value was null, nothing is noted) only ever
+    steers a prefetch."""
     nodes = len(plan.view_nodes())
     if not nodes or last <= first:
         return NO_HOPS

@@ -10,7 +10,7 @@ import numpy as np
 import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka.assembly.assemble import allocate, assemble
-from arrowkafka.codec.decode import _input, _Run, decode_batch
+from arrowkafka.codec.decode import _hops, _input, _Run, decode_batch
 from arrowkafka.plan import compile_plan
 
 from .data import WORKLOADS, batch, best_mb_per_s, body, some
@@ -77,11 +77,12 @@ class DecodeStages:
             run = _Run(self.plan, data, starts, ends, False)
             run.fn = self.fn
             counts, dcounts = np.zeros(nn, np.int64), np.zeros(nn, np.int64)
-            run.call(0, len(starts), False, counts, dcounts, None)
+            hops = _hops(self.plan, starts, ends, 0, len(starts))  # as decode_batch's passes
+            run.call(0, len(starts), False, counts, dcounts, None, hops)
             t.append(time.perf_counter())
             bufs = allocate(self.plan, counts, dcounts)
             t.append(time.perf_counter())
-            run.call(0, len(starts), True, np.zeros(nn, np.int64), np.zeros(nn, np.int64), bufs)
+            run.call(0, len(starts), True, np.zeros(nn, np.int64), np.zeros(nn, np.int64), bufs, hops)
             t.append(time.perf_counter())
             assemble(self.plan, bufs, counts, dcounts, len(starts)).validate()
             t.append(time.perf_counter())

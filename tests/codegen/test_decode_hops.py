@@ -5,9 +5,11 @@ with bad rows on both sides of the split, and whatever the notes' array held bef
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
@@ -127,3 +129,49 @@ def test_notes_stay_inside_their_room(
     same(want, decoded(name, version, rows, "specialised", views=True))
     assert rooms and all((room[2:] == 12345).all() for room in rooms)
     assert all((room[:2] != 12345).all() for room in rooms)  # the first two were noted
+
+
+def test_the_stride_guess_stays_inside_the_input() -> None:
+    """The guess from the last two notes: only from a real earlier note (a null value leaves
+    its slot as it was: any int64, which must not overflow into a wild address), only inside
+    the input. (Runs with and without the JIT: the same arithmetic.)"""
+    from arrowkafka.kernels.hints import HOPS_STRIDES, stride_ahead
+
+    assert stride_ahead(150, 166, 400) == 166 + HOPS_STRIDES * 16
+    assert stride_ahead(100, 166, 400) == -1  # past the end
+    for stale in (-(3 << 60), -(1 << 62), -1, 166, 167, (1 << 63) - 1):
+        assert stride_ahead(stale, 166, 400) == -1
+    fn = getattr(stride_ahead, "py_func", stride_ahead)  # the plain-Python arithmetic too
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (numpy warns of an int64 overflow)
+        assert fn(np.int64(-(3 << 60)), np.int64(166), 400) == -1
+        assert fn(np.int64(150), np.int64(166), 400) == 166 + HOPS_STRIDES * 16
+
+
+def test_a_null_value_between_present_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EnvelopeRequest v0 has three bytes fields, one nullable: rows whose value is null
+    between rows whose value is there, over notes filled with values that would overflow."""
+    name, version = "EnvelopeRequest", 0
+    spec = SPECS[name]
+    values = [
+        {
+            "request_data": bytes(k % 7) * 40,
+            "request_principal": None if k % 3 == 1 else b"p" * (k % 5),
+            "client_host_address": b"\x7f\x00\x00\x01",
+            "_unknown_tags": [],
+        }
+        for k in range(150)
+    ]
+    table = pa.RecordBatch.from_pylist(values, schema=SPECS.arrow_schema(name, version))
+    rows = ak.encode(table, name, version).to_pylist()
+    want = decode_batch(spec, rows, version, kernel="interpreter", views=True, threads=2)
+    real = codec_decode._hops
+
+    def stale(*args: Any) -> np.ndarray:
+        hops = real(*args)
+        hops[...] = -(3 << 60)
+        return hops
+
+    monkeypatch.setattr(codec_decode, "_hops", stale)
+    got = decode_batch(spec, rows, version, kernel="specialised", views=True, threads=2)
+    assert got.equals(want) and got.column("request_principal").null_count == 50
