@@ -19,7 +19,8 @@ State layout
     hops            the generated kernels only: hops[k, j] is where value j of the range's
                     k-th view node (``Plan.view_nodes``) ends, noted by pass 1
                     (``hints.hop_mark``; j counts from hop_from[node], the node's cursor when
-                    the range began); pass 2 prefetches from it
+                    the range began; a null value gets none); pass 1 prefetches by their
+                    spacing, pass 2 with views from the notes themselves
     stack           frames of (kind, a, b, c, d): LIST (body pc, remaining, total, after pc),
                     CALL (return pc, expected end or -1, saved end), SECTION (start, count or
                     -1 for the draft buffer, end)
@@ -313,7 +314,7 @@ def run(
 ):
     """Decode messages ``first..last-1`` (see the module docstring). Returns 0, or the error
     code of the first failure when not in ``null_mode``. ``hops`` and ``hop_from`` are the
-    generated kernels' (where view values end, for pass 2's prefetches): unused here."""
+    generated kernels' (where view values end, for their prefetches): unused here."""
     nnodes = counts.shape[0]
     stack = np.zeros((max_depth, 5), dtype=np.int64)
     snap_counts = np.zeros(nnodes, dtype=np.int64)

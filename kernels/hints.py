@@ -82,8 +82,8 @@ else:
     @njit(inline="always")
     def hop_ahead(data, hops, slot, j):
         """Pass 2, at value j of view node ``slot``: prefetch where value j + HOPS_AHEAD ends,
-        as pass 1 noted (clamped into ``data``: a note may be stale, left by a message that
-        failed or in a reused block)."""
+        as pass 1 noted (clamped into ``data``: a slot may hold anything, where the value was
+        null or its message failed, since the room is reused as it is)."""
         j += HOPS_AHEAD
         if j < hops.shape[1]:
             _prefetch(data, min(max(hops[slot, j], 0), len(data) - 1))

@@ -627,7 +627,7 @@ def run(code, consts, const_bytes, tag_table, runs, root_default_pc, max_depth, 
 def _named(plan: Plan) -> tuple[str, str]:
     """(module name, source) of ``plan``'s specialised kernel, generated once."""
     source = kernel_source(plan)
-    helpers = kernel_sources("decode", "memory")  # (the helpers it calls)
+    helpers = kernel_sources("decode", "memory", "hints")  # (the helpers it calls)
     digest = hashlib.sha256(_VERSION.encode() + helpers + source.encode()).hexdigest()[:20]
     return f"ak_{digest}", source
 
