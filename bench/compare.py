@@ -32,7 +32,6 @@ from benchmarks.bench_compile import FIFTY, FIRST_DECODE, _run
 from benchmarks.data import WORKLOADS, batch, body
 
 import arrowkafka as ak
-from arrowkafka.assembly.assemble import view_nodes
 from arrowkafka.plan import compile_plan
 
 # Targets from the decoder and encoder issues, to say plainly where we are behind.
@@ -292,7 +291,7 @@ def main() -> None:
         # from the cache), which a long job moves to by itself ("auto")
         want = ak.decode(bodies.slice(0, 3), message, version, kernel="interpreter")
         assert ak.decode(bodies.slice(0, 3), message, version, kernel="specialised").equals(want)
-        views = bool(view_nodes(compile_plan(ak.load_specs()[message], version)))
+        views = bool(compile_plan(ak.load_specs()[message], version).view_nodes())
         results = best_of_each(
             ours(functools.partial(ak.decode, bodies, message, version), views), 2 * repeat
         )

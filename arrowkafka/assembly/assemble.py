@@ -68,15 +68,10 @@ class BatchTooLarge(ValueError):
     pass
 
 
-def view_nodes(plan: Plan) -> set[int]:
-    """The nodes ``views=True`` does not copy (``Plan.view_nodes``)."""
-    return set(plan.view_nodes())
-
-
 def allocate(plan: Plan, counts: np.ndarray, dcounts: np.ndarray, views: bool = False) -> Buffers:
     """Allocate every buffer exactly once, from pass 1's slot and byte counts; with ``views``,
     a view node gets 16 zeroed bytes a value in ``a8`` (its Arrow views) instead of its bytes."""
-    viewed = view_nodes(plan) if views else set()
+    viewed = plan.view_nodes() if views else ()
     n = len(plan.nodes)
     fixed_base = np.zeros(n, np.int64)
     off_base = np.zeros(n, np.int64)

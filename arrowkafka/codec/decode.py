@@ -190,6 +190,7 @@ class _Run:
     ):
         self.plan, self.data, self.starts, self.ends, self.null_mode = plan, data, starts, ends, null_mode
         self.fn: Any = None
+        self.generated = False
         self._stubs: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] | None = None
         n = len(starts)
         self.bad = np.zeros(n, np.uint8)
@@ -209,6 +210,7 @@ class _Run:
             self.fn = decode_codegen.generated_decoder(self.plan)
         elif kernel == "auto":
             self.fn = promote.auto("decode", self.plan, nbytes, lambda: self.args(0, 0, True, None, None))
+        self.generated = self.fn is not None  # (only the generated kernels note hops)
         self.fn = self.fn or kernel_run(nbytes)
 
     def args(
@@ -312,7 +314,10 @@ def decode_batch(
 
     # where pass 1 finds each bytes or records value ends: it prefetches ahead from them as it
     # goes, and pass 2 does with views
-    hops = [_hops(plan, starts, ends, int(cuts[k]), int(cuts[k + 1])) for k in range(threads)]
+    hops = [
+        _hops(plan, starts, ends, int(cuts[k]), int(cuts[k + 1])) if run.generated else NO_HOPS
+        for k in range(threads)
+    ]
 
     def pass1(k: int) -> None:
         run.call(int(cuts[k]), int(cuts[k + 1]), False, counts[k], dcounts[k], None, hops[k])

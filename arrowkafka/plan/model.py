@@ -75,6 +75,7 @@ class Plan:
     root_default_pc: int  # writes a row of defaults (for rows rejected with errors="null")
     max_depth: int  # stack frames the kernel needs
     _owners: np.ndarray | None = field(default=None, repr=False)
+    _views: tuple[int, ...] | None = field(default=None, repr=False)
 
     def owners(self) -> np.ndarray:
         """Per node, the node whose cursor is its slot: the root for top-level fields, a list's
@@ -95,13 +96,15 @@ class Plan:
     def view_nodes(self) -> tuple[int, ...]:
         """The nodes ``views=True`` does not copy, ascending: the spec's ``bytes`` and
         ``records`` fields (not strings, and not the values of unknown tags, which the kernels
-        always copy)."""
-        in_maps = {c.id for node in self.nodes if node.kind == K_MAP for c in node.children}
-        return tuple(
-            node.id
-            for node in self.nodes
-            if node.kind == K_VARBIN and pa.types.is_binary(node.type) and node.id not in in_maps
-        )
+        always copy). Worked out once per plan: every decode call asks."""
+        if self._views is None:
+            in_maps = {c.id for node in self.nodes if node.kind == K_MAP for c in node.children}
+            self._views = tuple(
+                node.id
+                for node in self.nodes
+                if node.kind == K_VARBIN and pa.types.is_binary(node.type) and node.id not in in_maps
+            )
+        return self._views
 
     def indexed_path(self, pc: int, run_row: int, indices: list[int]) -> str:
         """The path instruction ``pc`` (or FIXED_RUN row ``run_row``) reads, with the list

@@ -22,7 +22,6 @@ import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka.api import SpecSet
 from arrowkafka.assembly import assemble
-from arrowkafka.assembly.assemble import view_nodes
 from arrowkafka.kernels import decode as kernel
 from arrowkafka.plan import compile_plan
 from tests.conftest import SHARED, SPEC_FOLDERS
@@ -35,7 +34,7 @@ def specs_of(folder: str) -> SpecSet:
 
 
 def viewed(specs: SpecSet, name: str, version: int, all_versions: bool = False) -> bool:
-    return bool(view_nodes(compile_plan(specs[name], version, all_versions)))
+    return bool(compile_plan(specs[name], version, all_versions).view_nodes())
 
 
 PAIRS = [
