@@ -312,58 +312,65 @@ def _cell(x: float | None, width: int, digits: int = 0, missing: str = "-") -> s
     return f"{missing:>{width}}" if x is None else f"{x:>{width}.{digits}f}"
 
 
+# name: (records per batch, value bytes, headers, codec)
+BATCH_WORKLOADS = {
+    "1 KB values, uncompressed": (100, 1000, 0, 0),
+    "100 B values, 3 headers, uncompressed": (200, 100, 3, 0),
+    "200 B values, gzip": (200, 200, 0, 1),
+    "200 B values, snappy": (200, 200, 0, 2),
+    "200 B values, lz4": (200, 200, 0, 3),
+    "200 B values, zstd": (200, 200, 0, 4),
+}
+
+
+def measure_batches(name: str, mb: float, modules: Path | None, seconds: float = 3.0) -> dict[str, Any]:
+    """One workload of ``BATCH_WORKLOADS``, every reader on the same bytes: MB/s and ratios
+    (``bench/compare.py`` takes the same figures into its table)."""
+    per, value, headers, codec = BATCH_WORKLOADS[name]
+    one = _batches(4, per, value, headers, codec)
+    buf = one * max(1, int(mb * 1e6 / len(one)))
+    size = len(buf) / 1e6
+    arr = pa.array([buf], pa.binary())
+    ours = size / best(lambda: ak.decode_records(arr), seconds)
+    views = size / best(lambda: ak.decode_records(arr, views=True), seconds)  # keys, values not copied
+    # the Python and JS peers on a sixteenth (whole batches): the same rate, less waiting
+    small = one * max(1, len(buf) // len(one) // 16)
+    kp = len(small) / 1e6 / best(lambda: _kafka_python(small), seconds=2, at_least=1)
+    kio = len(small) / 1e6 / best(lambda: _kio(small), seconds=2, at_least=1) if codec == 0 else None
+    js, why = (None, "")
+    if modules:
+        js, why = kafkajs_mb_s(modules, "batches", small, _summary(ak.decode_records([small])))
+    dec = size / best(lambda: _decompress_only(buf), seconds) if codec else None
+    crc = size / best(lambda: _crc_only(buf), seconds)
+    peer = max(x for x in (kp, kio) if x)
+    x_js, x_dec = (ours / js if js else None), (ours / dec if dec else None)
+    result = {"mb": size, "arrowkafka_mb_s": ours, "arrowkafka_views_mb_s": views,
+              "x_best_python_views": views / peer, "kafka_python_mb_s": kp, "kio_mb_s": kio,
+              "decompress_only_mb_s": dec, "x_best_python": ours / peer, "x_decompress": x_dec,
+              "kafkajs_mb_s": js, "x_kafkajs": x_js, "crc_only_mb_s": crc,
+              # the most any CRC-checking decoder can reach: the CRCs alone (plus the
+              # decompression alone, for compressed batches)
+              "x_best_python_ceiling": crc / peer,
+              "x_decompress_ceiling": crc / (crc + dec) if dec else None}  # fmt: skip
+    if why:
+        result["kafkajs_cannot"] = why
+    return result
+
+
 def batches_table(mb: float, modules: Path | None) -> dict[str, dict[str, Any]]:
-    # name: (records per batch, value bytes, headers, codec)
-    workloads = {
-        "1 KB values, uncompressed": (100, 1000, 0, 0),
-        "100 B values, 3 headers, uncompressed": (200, 100, 3, 0),
-        "200 B values, gzip": (200, 200, 0, 1),
-        "200 B values, snappy": (200, 200, 0, 2),
-        "200 B values, lz4": (200, 200, 0, 3),
-        "200 B values, zstd": (200, 200, 0, 4),
-    }
     results: dict[str, dict[str, Any]] = {}
     print("magic 2 record batches, MB/s on the same bytes, in process (kafkajs in node, timed inside it)")
     print(f"{'workload':<40} {'MB':>6} {'arrowkafka':>11} {'views':>6} {'kafka-python':>13} {'kio':>8}"
           f" {'kafkajs':>8} {'decompress':>11} {'x best py':>9} {'x kafkajs':>9}"
           f" {'x decomp':>8} {'CRC only':>9} {'ceiling x py':>12}")  # fmt: skip
-    for name, (per, value, headers, codec) in workloads.items():
-        one = _batches(4, per, value, headers, codec)
-        buf = one * max(1, int(mb * 1e6 / len(one)))
-        size = len(buf) / 1e6
-        arr = pa.array([buf], pa.binary())
-        ours = size / best(lambda arr=arr: ak.decode_records(arr))
-        views = size / best(lambda arr=arr: ak.decode_records(arr, views=True))  # keys, values not copied
-        # the Python and JS peers on a sixteenth (whole batches): the same rate, less waiting
-        small = one * max(1, len(buf) // len(one) // 16)
-        kp = len(small) / 1e6 / best(lambda small=small: _kafka_python(small), seconds=2, at_least=1)
-        kio = (
-            len(small) / 1e6 / best(lambda small=small: _kio(small), seconds=2, at_least=1)
-            if codec == 0
-            else None
-        )
-        js, why = (
-            kafkajs_mb_s(modules, "batches", small, _summary(ak.decode_records([small])))
-            if modules
-            else (None, "")
-        )
-        dec = size / best(lambda buf=buf: _decompress_only(buf)) if codec else None
-        crc = size / best(lambda buf=buf: _crc_only(buf))
-        peer = max(x for x in (kp, kio) if x)
-        x_js, x_dec = (ours / js if js else None), (ours / dec if dec else None)
-        results[name] = {"mb": size, "arrowkafka_mb_s": ours, "arrowkafka_views_mb_s": views,
-                         "x_best_python_views": views / peer, "kafka_python_mb_s": kp, "kio_mb_s": kio,
-                         "decompress_only_mb_s": dec, "x_best_python": ours / peer, "x_decompress": x_dec,
-                         "kafkajs_mb_s": js, "x_kafkajs": x_js, "crc_only_mb_s": crc,
-                         # the most any CRC-checking decoder can reach: the CRCs alone (plus the
-                         # decompression alone, for compressed batches)
-                         "x_best_python_ceiling": crc / peer,
-                         "x_decompress_ceiling": crc / (crc + dec) if dec else None}  # fmt: skip
-        if why:
-            results[name]["kafkajs_cannot"] = why
-        print(f"{name:<40} {size:>6.1f} {ours:>11.0f} {views:>6.0f} {kp:>13.1f} {_cell(kio, 8, 1)}"
-              f" {_cell(js, 8, 1, 'cannot' if why else '-')} {_cell(dec, 11)} {ours / peer:>9.0f}"
-              f" {_cell(x_js, 9, 1)} {_cell(x_dec, 8, 2)} {crc:>9.0f} {crc / peer:>12.0f}")  # fmt: skip
+    for name in BATCH_WORKLOADS:
+        r = results[name] = measure_batches(name, mb, modules)
+        print(f"{name:<40} {r['mb']:>6.1f} {r['arrowkafka_mb_s']:>11.0f} {r['arrowkafka_views_mb_s']:>6.0f}"
+              f" {r['kafka_python_mb_s']:>13.1f} {_cell(r['kio_mb_s'], 8, 1)}"
+              f" {_cell(r['kafkajs_mb_s'], 8, 1, 'cannot' if 'kafkajs_cannot' in r else '-')}"
+              f" {_cell(r['decompress_only_mb_s'], 11)} {r['x_best_python']:>9.0f}"
+              f" {_cell(r['x_kafkajs'], 9, 1)} {_cell(r['x_decompress'], 8, 2)} {r['crc_only_mb_s']:>9.0f}"
+              f" {r['x_best_python_ceiling']:>12.0f}")  # fmt: skip
     return results
 
 
