@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import py_compile
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -71,9 +72,27 @@ def write_generated(path: Path, source: str) -> None:
 def load_generated(name: str, path: Path) -> Any:
     """Import the generated kernel module at ``path``, so Numba caches it on disk like an
     installed module; its ``run``."""
+    _bytecode(path)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module: ModuleType = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module.run
+
+
+def _bytecode(path: Path) -> None:
+    """Compile the module at ``path`` to bytecode beside it, once, as pip does for an installed
+    module. Where ``PYTHONDONTWRITEBYTECODE`` is set (container images often set it), an import
+    writes none, so every process would compile the generated source again: about 9 ms a
+    kernel here, as long as decoding 10 MB. The folder is our cache, as Numba's files in it
+    are; a cache we cannot write to only leaves the import to compile the source."""
+    if not sys.dont_write_bytecode:
+        return  # the import writes it
+    cached = importlib.util.cache_from_source(str(path))
+    if os.path.exists(cached):
+        return
+    try:
+        py_compile.compile(str(path), cfile=cached, doraise=True)
+    except (OSError, py_compile.PyCompileError):
+        pass  # (a broken module fails its import, which says why)
