@@ -124,6 +124,29 @@ def test_encode_moves_the_same_way(fresh: list[int]) -> None:
     assert len(fresh) == 1
 
 
+def test_a_built_kernel_is_loaded_at_once_where_the_interpreter_is_not_loaded_yet(
+    fresh: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later process, where the plan's kernel is built: far below LOAD_AFTER it stays on the
+    interpreter if that is loaded already, and takes the kernel at once if not (it loads one of
+    the two either way)."""
+    tiers.expect(tiers.PURE_BUDGET + 1, "encode")  # the compiled encode interpreter, not plain Python
+    batch = ak.decode(BODIES, "FetchRequest", 12, kernel="interpreter")
+    ak.encode(batch, "FetchRequest", 12, kernel="interpreter")
+    assert promote._interpreter_loaded("encode") and promote._interpreter_loaded("decode")
+    until_switched(lambda: ak.encode(batch, "FetchRequest", 12), "encode", "FetchRequest", 12)
+    monkeypatch.setattr(promote, "AFTER", 1 << 40)
+    monkeypatch.setattr(promote, "LOAD_AFTER", 1 << 40)
+    for loaded in (True, False):
+        promote._TIERS.clear()
+        modules._LOADED.clear()
+        monkeypatch.setattr(promote, "_interpreter_loaded", lambda kind, loaded=loaded: loaded)
+        assert ak.encode(batch, "FetchRequest", 12).equals(BODIES)
+        fast = tier("encode", "FetchRequest", 12).fast
+        assert (fast is None) == loaded
+    assert len(fresh) == 1  # the one child that built it
+
+
 def test_a_failed_compile_warns_and_stays_on_the_interpreter(
     fresh: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
