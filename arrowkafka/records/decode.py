@@ -129,6 +129,8 @@ def decode_records(
     # of decompressed records under 1 GiB. Inputs with larger values are copied (rare).
     point = views and payloads and _under_a_gib(hdr[k.H_SIZE]) and max_uncompressed <= VIEW_MAX_UNCOMPRESSED
     columns, segments = _walk(data, hdr, max_uncompressed, messages, payloads, point)
+    # (every batch is walked: none keeps a CRC left to the walk unchecked)
+    assert not (hdr[k.H_CRC_CALC] == k.CRC_IN_WALK).any()
     bad = np.flatnonzero(hdr[k.H_STATUS] >= k.R_LENGTH)
     if errors == "raise" and len(bad):
         raise _error(hdr, int(bad[0]), starts, ends, messages)
@@ -243,8 +245,8 @@ class _Chunks:
             assert self.cols is not None
             b = int(
                 k.walk_records(
-                    self.data, inner, self.hdr, b, g, True, k.CRC32_TABLE, self.payloads, self.views,
-                    inner_first, self.t, self.cap, *self.cols.kernel_args(),
+                    self.data, inner, self.hdr, b, g, True, k.CRC32_TABLE, k.CRC32C_TABLE, self.payloads,
+                    self.views, inner_first, self.t, self.cap, *self.cols.kernel_args(),
                 )
             )  # fmt: skip
             if b == g:
@@ -259,8 +261,8 @@ class _Chunks:
         t = np.zeros(6, np.int64)
         none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()
         k.walk_records(
-            self.data, inner, self.hdr, b0, b1, False, k.CRC32_TABLE, self.payloads, self.views,
-            self.data_windows, t, t, *none,
+            self.data, inner, self.hdr, b0, b1, False, k.CRC32_TABLE, k.CRC32C_TABLE, self.payloads,
+            self.views, self.data_windows, t, t, *none,
         )  # fmt: skip
         return t
 

@@ -45,6 +45,22 @@ def test_a_crc_mismatch_raises_with_where(good: bytes) -> None:
     assert "CRC-32C mismatch" in str(e.value)
 
 
+def test_a_crc_mismatch_is_named_before_what_the_records_hold(good: bytes) -> None:
+    """An uncompressed batch's CRC is checked by the record walk, just before it reads the
+    records: damaged records whose CRC does not check are named by the CRC, as when the read
+    of the batch headers checked it."""
+    bad = bytearray(good)
+    first = _batch_sizes(good)[0]
+    bad[first + 61] = 0x7F  # the first record's length varint: 63 bytes more than are there
+    got = ak.decode_records([bytes(bad)], errors="null")
+    row = got.batches.to_pylist()[1]
+    assert row["crc_ok"] is False and row["error"].startswith("CRC-32C mismatch")
+    # the same damage with its CRC made good again fails in the records
+    fixed = rewrap_v2(bytes(bad[first : first + _batch_sizes(good)[1]]))
+    row = ak.decode_records([fixed], errors="null").batches.to_pylist()[0]
+    assert row["crc_ok"] is True and row["error"] is not None and "CRC" not in row["error"]
+
+
 def test_a_crc_mismatch_is_a_batch_row_and_a_reject(good: bytes) -> None:
     bad = bytearray(good)
     first = _batch_sizes(good)[0]
