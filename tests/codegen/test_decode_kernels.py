@@ -5,9 +5,7 @@ damage, and generated values of the feature specs."""
 from __future__ import annotations
 
 import random
-import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +14,7 @@ from hypothesis import strategies as st
 import arrowkafka as ak
 from arrowkafka import oracle as ref
 from arrowkafka.api import SpecSet
-from arrowkafka.codec.decode import decode_batch
+from tests.codegen.agree import assert_same, outcomes
 from tests.conftest import SHARED, SPEC_FOLDERS
 from tests.strategies import message_value
 
@@ -26,38 +24,8 @@ pytestmark = [pytest.mark.jit, pytest.mark.usefixtures("own_kernel_folder")]
 
 def both(specs: SpecSet, bodies: list[bytes], name: str, version: int) -> None:
     """Decode with both kernels in both error modes; everything must be equal."""
-    for errors in ("raise", "null"):
-        out = {}
-        for kernel in ("interpreter", "specialised"):
-            try:
-                out[kernel] = decode_batch(specs[name], bodies, version, errors=errors, kernel=kernel)
-            except ak.DecodeError as e:
-                out[kernel] = (type(e), str(e))
-        a, b = out["interpreter"], out["specialised"]
-        if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], type):
-            assert a == b
-        elif errors == "null":
-            assert _rows(a[0]) == _rows(b[0]) and a[1].equals(b[1])  # type: ignore[index]
-            b[0].validate(full=True)  # type: ignore[index]
-        else:
-            assert _rows(a) == _rows(b)
-
-
-def _rows(batch: Any) -> list[Any]:
-    """The rows as Python values, each float as its bits (a NaN is not equal to itself)."""
-
-    def plain(v: Any) -> Any:
-        if isinstance(v, float):
-            return ("float", struct.pack("<d", v))
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [plain(x) for x in v]
-        if isinstance(v, tuple):
-            return tuple(plain(x) for x in v)
-        return v
-
-    return [plain(r) for r in batch.to_pylist()]
+    want = outcomes(specs, name, version, bodies, "interpreter")
+    assert_same(want, outcomes(specs, name, version, bodies, "specialised"))
 
 
 def damaged(body: bytes, rng: random.Random) -> list[bytes]:
