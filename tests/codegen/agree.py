@@ -33,7 +33,8 @@ def assert_same(a: dict, b: dict) -> None:
     their bits: a NaN is not equal to itself) and rejects; the batch is valid Arrow."""
     for errors in ERRORS:
         x, y = a[errors], b[errors]
-        if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], type):
+        assert _failed(x) == _failed(y), (x, y)
+        if _failed(x):
             assert x == y
             continue
         if errors == "null":
@@ -41,6 +42,10 @@ def assert_same(a: dict, b: dict) -> None:
             x, y = x[0], y[0]
         assert x.schema == y.schema and rows(x) == rows(y)
         y.validate(full=True)
+
+
+def _failed(outcome: Any) -> bool:
+    return isinstance(outcome, tuple) and len(outcome) == 2 and isinstance(outcome[0], type)
 
 
 def rows(batch: Any) -> list[Any]:
