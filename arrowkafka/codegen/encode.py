@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
-import importlib.util
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -380,7 +378,9 @@ def _salt() -> str:
     """What else the machine code depends on: the shared calls' source (Numba does not see a
     callee change in a cached caller) and Numba's version."""
     helpers = kernel_sources("encode", "memory")
-    return f"{_VERSION} {importlib.metadata.version('numba')} {hashlib.sha256(helpers).hexdigest()}"
+    import numba  # (running already: asking the package metadata instead costs 2 ms)
+
+    return f"{_VERSION} {numba.__version__} {hashlib.sha256(helpers).hexdigest()}"
 
 
 @functools.cache  # per plan (plans are cached for the process, so this holds no more)
