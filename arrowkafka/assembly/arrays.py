@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["binary_array", "int64_array", "string_array"]
+__all__ = ["binary_array", "empty_table", "int64_array", "string_array"]
 
 
 def _validity(values: Sequence[object]) -> tuple[pa.Buffer | None, int]:
@@ -46,6 +46,11 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     return binary_array([None if v is None else v.encode() for v in values], pa.string())
 
 
-def int64_array(values: Sequence[int]) -> pa.Array:
+def int64_array(values: Sequence[int] | np.ndarray) -> pa.Array:
     data = np.asarray(values, np.int64)
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` with no rows (``Schema.empty_table`` imports pandas)."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)

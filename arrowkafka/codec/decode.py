@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowkafka.assembly import blocks
-from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
+from arrowkafka.assembly.arrays import binary_array, empty_table, int64_array, string_array
 from arrowkafka.assembly.assemble import VIEW_LIMIT, BatchTooLarge, Buffers, allocate, assemble
 from arrowkafka.codegen import promote
 from arrowkafka.errors import Corrupt, DecodeError, Truncated
@@ -387,7 +387,7 @@ REJECT_SCHEMA = pa.schema(
 )
 
 
-_NO_REJECTS = REJECT_SCHEMA.empty_table()
+_NO_REJECTS = empty_table(REJECT_SCHEMA)
 
 
 def _rejects(plan: Plan, array: pa.Array | Ranges, run: _Run) -> pa.Table:

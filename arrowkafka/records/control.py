@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.api import default_specs
+from arrowkafka.assembly.arrays import empty_table
 from arrowkafka.errors import Corrupt
 
 __all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control", "kraft_value_errors"]
@@ -54,11 +55,22 @@ def _i(b: bytes, at: int, n: int) -> int:
     return int.from_bytes(b[at : at + n], "big", signed=True)
 
 
+def _true(column: pa.ChunkedArray) -> np.ndarray:
+    """Where a boolean column is true (not null), as numpy: read from its bits, since pyarrow's
+    own conversions import pandas, most of a process's first decode where it is installed."""
+    parts = [np.zeros(0, bool)]
+    for arr in pc.and_kleene(column, column.is_valid()).chunks:  # (no nulls: a null is False)
+        if len(arr):
+            bits = np.frombuffer(arr.buffers()[1], np.uint8)
+            parts.append(np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")[arr.offset :])
+    return np.concatenate(parts).astype(bool)
+
+
 def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[pa.Table, dict[str, pa.Table]]:
     """(markers, {spec name: table}) for the records of control batches."""
-    control = np.asarray(batches.column("control").fill_null(False).to_numpy(zero_copy_only=False), bool)
+    control = _true(batches.column("control"))
     if not control.any():
-        return MARKERS_SCHEMA.empty_table(), {}
+        return empty_table(MARKERS_SCHEMA), {}
     batch = records.column("batch").to_numpy()
     rows = np.flatnonzero(control[batch])
     # one by one: control records are few, and Arrow's take has no binary_view kernel yet

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowkafka.assembly import blocks
+from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
 from arrowkafka.kernels import records as k
 from arrowkafka.records.codecs import CODECS
 from arrowkafka.records.control import MARKERS_SCHEMA
@@ -123,14 +124,18 @@ def _int(values: np.ndarray, type_: pa.DataType, mask: np.ndarray | None = None)
     )
 
 
+# (arrays built from buffers, here and below: pyarrow's own conversion imports pandas, most of a
+# process's first decode where pandas is installed)
 def _bool(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
-    return pa.array(values.astype(bool), mask=None if mask is None else ~mask)
+    bits = pa.py_buffer(np.packbits(values.astype(bool), bitorder="little"))
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None if mask is None else _validity(mask), bits])
 
 
 def _names(index: np.ndarray, names: tuple[str, ...], mask: np.ndarray) -> pa.Array:
     """Strings picked from ``names`` by index, null where ``mask`` is False."""
-    dictionary = pa.array(names, pa.string())
-    indices = pa.array(np.where(mask, index, 0).astype(np.int32), mask=~mask)
+    dictionary = string_array(names)
+    picked = np.ascontiguousarray(np.where(mask, index, 0).astype(np.int32))
+    indices = pa.Array.from_buffers(pa.int32(), len(picked), [_validity(mask), pa.py_buffer(picked)])
     return pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.string())
 
 
@@ -187,7 +192,7 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
         "record_count": _int(np.where(v2, hdr[k.H_COUNT], legacy_count), pa.int32(), v2 | (legacy & ok)),
         "records_size": _int(stored, pa.int64(), read & (hdr[k.H_REGION_END] > 0)),
         "uncompressed_size": _int(region, pa.int64(), ok),
-        "error": pa.array(errors, pa.string()),
+        "error": string_array(errors),
     }
     return pa.Table.from_pydict(cols, BATCHES_SCHEMA)
 
@@ -196,12 +201,12 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
                   raw: list[bytes]) -> pa.Table:  # fmt: skip
     return pa.Table.from_pydict(
         {
-            "row": pa.array(rows, pa.int64()),
-            "batch": pa.array(batches, pa.int64()),
-            "position": pa.array(positions, pa.int64()),
-            "error": pa.array(["Corrupt"] * len(reasons), pa.string()),
-            "reason": pa.array(reasons, pa.string()),
-            "raw": pa.array(raw, pa.binary()),
+            "row": int64_array(rows),
+            "batch": int64_array(batches),
+            "position": int64_array(positions),
+            "error": string_array(["Corrupt"] * len(reasons)),
+            "reason": string_array(reasons),
+            "raw": binary_array(raw),
         },
         REJECTS_SCHEMA,
     )
