@@ -278,9 +278,9 @@ def spark_rows() -> list[dict[str, object]]:
 def record_rows() -> list[dict[str, object]]:
     """The records issue's workloads (32 MB of magic 2 batches each), measured as
     bench/records.py measures them, in this table: decode_records with copies and with views,
-    the Python peers and kafkajs, the decompression alone and the CRCs alone. Ratios are to the
-    best Python peer (the issue's measure); for compressed batches the decompression row's
-    ratio is ours over it."""
+    the Python peers and kafkajs, the decompression alone and the CRCs alone. Every ratio is to
+    the best Python peer (the issue's measure); ``records_behind`` sets ours against the
+    decompression alone."""
     import records
 
     modules = records.kafkajs_modules()

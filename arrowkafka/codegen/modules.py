@@ -81,6 +81,25 @@ def load_generated(name: str, path: Path) -> Any:
     return module.run
 
 
+def _current(cached: str, path: Path) -> bool:
+    """Is the bytecode at ``cached`` the one an import of ``path`` takes? Its header names the
+    source's time and size (PEP 552), as the import checks them: a module deleted and written
+    again has the same source and another time."""
+    try:
+        with open(cached, "rb") as f:
+            head = f.read(16)
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (
+        len(head) == 16
+        and head[:4] == importlib.util.MAGIC_NUMBER
+        and head[4:8] == bytes(4)  # checked by time and size, not by hash
+        and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+    )
+
+
 def _bytecode(path: Path) -> None:
     """Compile the module at ``path`` to bytecode beside it, once, as pip does for an installed
     module. Where ``PYTHONDONTWRITEBYTECODE`` is set (container images often set it), an import
@@ -90,7 +109,7 @@ def _bytecode(path: Path) -> None:
     if not sys.dont_write_bytecode:
         return  # the import writes it
     cached = importlib.util.cache_from_source(str(path))
-    if os.path.exists(cached):
+    if _current(cached, path):
         return
     try:
         py_compile.compile(str(path), cfile=cached, doraise=True)

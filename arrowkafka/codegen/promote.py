@@ -12,9 +12,10 @@ Stopping a job to compile only pays off after gigabytes, so the compile happens 
   this one carries on with the interpreter;
 - when the child has finished, the next batch loads the kernel from the cache and uses it from
   then on. A ``.built`` marker beside the generated module says the cache has it, so a later
-  process loads it with no child, once the plan has had ``LOAD_AFTER`` bytes, or at once if
-  the process has not loaded the interpreter yet (if Numba's cache turns out not to hold it
-  after all, that process compiles it in a child as above rather than stopping for seconds).
+  process loads it with no child, once the plan has had ``LOAD_AFTER`` bytes, or at once for
+  the process's first plan of a kind if it has not loaded the interpreter yet (if Numba's
+  cache turns out not to hold it after all, that process compiles it in a child as above
+  rather than stopping for seconds, once the plan has had ``LOAD_AFTER`` bytes).
 
 Decode and encode kernels are told apart by ``kind``. A child takes a lock per module, so two
 processes needing the same kernel compile it once. If a compile fails, the plan stays on the
@@ -46,9 +47,10 @@ AFTER = 64 << 20  # bytes of input one plan takes in a process before its kernel
 # loses it sooner), so a small job stays on the interpreter, which every plan shares and is
 # loaded already
 LOAD_AFTER = 32 << 20
-# ... unless this process has not loaded the interpreter (of this kind) yet: then one load or
-# the other is paid either way, and the built kernel is the faster one to have loaded (encoding
-# Metadata v12 on the first call: 531 against 298 MB/s)
+# ... unless this process has not loaded the interpreter (of this kind) yet and this is its
+# first plan of the kind: then one load or the other is paid either way, and the built kernel is
+# the faster one to have loaded (encoding Metadata v12 on the first call: 531 against 298
+# MB/s). Only the first: a process of many small plans would otherwise load a kernel for each
 
 
 @dataclass
@@ -63,6 +65,7 @@ class _Tier:
 
 
 _TIERS: dict[tuple[str, Any], _Tier] = {}
+_AT_ONCE: set[str] = set()  # kinds whose first plan has looked for a built kernel at once
 _LOCK = threading.Lock()
 
 
@@ -107,19 +110,25 @@ def auto(kind: str, plan: Any, nbytes: int, example_args: Callable[[], tuple[Any
         tier.spent += nbytes
         if _jit_disabled():
             return None
+        at_once = False
         if tier.spent < AFTER and tier.pid == 0:
             # a kernel an earlier process built: taken once loading it pays, unless this batch
             # runs on the plain-Python tier (which does not load Numba)
             if tier.looked or not compiled(nbytes, kind):
                 return None
-            if tier.spent < LOAD_AFTER and _interpreter_loaded(kind):
+            at_once = tier.spent < LOAD_AFTER
+            if at_once and (kind in _AT_ONCE or _interpreter_loaded(kind)):
                 return None
+            if at_once:  # the process's first plan of this kind: at most one such load
+                _AT_ONCE.add(kind)
             tier.looked = True
         module_for, load = _generated(kind)
         name, path, source = module_for(plan)
         if tier.spent < AFTER and tier.pid == 0 and not built(path):
             return None
         if tier.pid == 0 and not _in_cache(path, load, plan, example_args):
+            if at_once:  # (a stale marker, now gone) a small job starts no compile
+                return None
             tier.pid = spawn_compile(name, path, source, example_args())
             return None
         if tier.pid > 0:

@@ -206,7 +206,7 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
             "position": int64_array(positions),
             "error": string_array(["Corrupt"] * len(reasons)),
             "reason": string_array(reasons),
-            "raw": binary_array(raw),
+            "raw": binary_array(raw) if sum(map(len, raw)) < 2**31 else pa.array(raw, pa.binary()),
         },
         REJECTS_SCHEMA,
     )

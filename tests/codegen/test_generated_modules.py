@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
 import py_compile
 import sys
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ def no_bytecode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pat
     """Python as under PYTHONDONTWRITEBYTECODE=1; where a generated module goes."""
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     yield tmp_path / "ak_test_module.py"
-    for name in ("ak_test_module", "ak_test_module_again"):
+    for name in ("ak_test_module", "ak_test_module_again", "ak_test_module_third"):
         sys.modules.pop(name, None)
 
 
@@ -56,3 +57,25 @@ def test_a_cache_without_room_for_bytecode_still_imports(
     modules.write_generated(no_bytecode, SOURCE)
     assert modules.load_generated("ak_test_module", no_bytecode)() == 42
     assert not Path(importlib.util.cache_from_source(str(no_bytecode))).exists()
+
+
+def test_bytecode_follows_a_module_written_again(no_bytecode: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module deleted and written again (same source, newer time) makes its bytecode stale:
+    it is compiled again, once, not on every import after."""
+    path = no_bytecode
+    modules.write_generated(path, SOURCE)
+    assert modules.load_generated("ak_test_module", path)() == 42
+    cached = Path(importlib.util.cache_from_source(str(path)))
+    path.unlink()
+    modules.write_generated(path, SOURCE)
+    later = cached.stat().st_mtime + 5  # (a coarse clock: make the new one visibly later)
+    os.utime(path, (later, later))
+    assert modules.load_generated("ak_test_module_again", path)() == 42
+    assert int.from_bytes(cached.read_bytes()[8:12], "little") == int(later)  # the source's time
+
+    def no_compiling(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the source was compiled again")
+
+    monkeypatch.setattr(importlib.machinery.SourceFileLoader, "source_to_code", no_compiling)
+    monkeypatch.setattr(py_compile, "compile", no_compiling)
+    assert modules.load_generated("ak_test_module_third", path)() == 42

@@ -34,6 +34,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     new process, a threshold of one batch; the pids of the children started."""
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(promote, "_TIERS", {})
+    monkeypatch.setattr(promote, "_AT_ONCE", set())
     monkeypatch.setattr(promote, "AFTER", 1)
     monkeypatch.setattr(modules, "_LOADED", {})  # no kernel imported yet, as in a new process
     tiers.expect(tiers.PURE_BUDGET + 1)  # past a process's first 64 KB: the compiled interpreter
@@ -145,6 +146,42 @@ def test_a_built_kernel_is_loaded_at_once_where_the_interpreter_is_not_loaded_ye
         fast = tier("encode", "FetchRequest", 12).fast
         assert (fast is None) == loaded
     assert len(fresh) == 1  # the one child that built it
+
+
+def test_only_a_first_plan_loads_at_once_and_a_stale_marker_starts_no_compile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where every plan's kernel is built and no interpreter is loaded, only the process's first
+    plan of each kind takes its kernel at once; the others wait for LOAD_AFTER as before (a
+    process of many small plans would otherwise load a kernel for each). A marker over a cache
+    that lacks the kernel starts no compile for a small job. (The kernels are stand-ins.)"""
+    monkeypatch.setattr(promote, "_TIERS", {})
+    monkeypatch.setattr(promote, "_AT_ONCE", set())
+    monkeypatch.setattr(promote, "_interpreter_loaded", lambda kind: False)
+    monkeypatch.setattr(promote, "built", lambda path: True)
+    held = {"cache": True}
+    monkeypatch.setattr(promote, "_in_cache", lambda *args: held["cache"])
+    loaded: list[str] = []
+    spawned: list[Any] = []
+    monkeypatch.setattr(promote, "spawn_compile", lambda *args: spawned.append(args) or -1)
+
+    def generated(kind: str) -> tuple[Any, Any]:
+        def load(plan: str) -> Any:
+            return lambda *args: loaded.append(plan)
+
+        return (lambda plan: (f"ak_{plan}", Path(f"/nowhere/ak_{plan}.py"), "")), load
+
+    monkeypatch.setattr(promote, "_generated", generated)
+    small = tiers.PURE_BUDGET + 1  # compiled, far below LOAD_AFTER
+    assert promote.auto("encode", "A", small, lambda: ()) is not None  # the first plan: at once
+    assert promote.auto("encode", "B", small, lambda: ()) is None  # another: not yet
+    assert promote.auto("decode", "C", small, lambda: ()) is not None  # the other kind's first
+    assert promote.auto("encode", "B", promote.LOAD_AFTER, lambda: ()) is not None  # past it
+    assert loaded == ["A", "C", "B"]
+    monkeypatch.setattr(promote, "_AT_ONCE", set())  # a new process, whose cache lost the kernel
+    held["cache"] = False
+    assert promote.auto("encode", "D", small, lambda: ()) is None
+    assert spawned == [] and loaded == ["A", "C", "B"]
 
 
 def test_a_failed_compile_warns_and_stays_on_the_interpreter(
