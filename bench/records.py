@@ -344,7 +344,7 @@ def measure_batches(name: str, mb: float, modules: Path | None, seconds: float =
     crc = size / best(lambda: _crc_only(buf), seconds)
     peer = max(x for x in (kp, kio) if x)
     x_js, x_dec = (ours / js if js else None), (ours / dec if dec else None)
-    result = {"mb": size, "arrowkafka_mb_s": ours, "arrowkafka_views_mb_s": views,
+    result = {"mb": size, "arrowkafka_mb_s": ours, "arrowkafka_views_mb_s": views, "best_python_mb_s": peer,
               "x_best_python_views": views / peer, "kafka_python_mb_s": kp, "kio_mb_s": kio,
               "decompress_only_mb_s": dec, "x_best_python": ours / peer, "x_decompress": x_dec,
               "kafkajs_mb_s": js, "x_kafkajs": x_js, "crc_only_mb_s": crc,

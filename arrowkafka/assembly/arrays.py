@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["binary_array", "empty_table", "int64_array", "string_array"]
+__all__ = ["binary_array", "bits", "empty_table", "int64_array", "string_array"]
 
 
 def _validity(values: Sequence[object]) -> tuple[pa.Buffer | None, int]:
@@ -49,6 +49,15 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
 def int64_array(values: Sequence[int] | np.ndarray) -> pa.Array:
     data = np.asarray(values, np.int64)
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def bits(arr: pa.Array) -> np.ndarray:
+    """A boolean array's values, a uint8 0 or 1 each, read from its bits (a null reads as what
+    its slot holds; pyarrow's own conversions import pandas)."""
+    if len(arr) == 0:
+        return np.zeros(0, np.uint8)
+    packed = np.frombuffer(arr.buffers()[1], np.uint8)
+    return np.unpackbits(packed, count=arr.offset + len(arr), bitorder="little")[arr.offset :]
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:

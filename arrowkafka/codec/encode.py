@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from arrowkafka.assembly.arrays import bits
 from arrowkafka.assembly.blocks import array, block
 from arrowkafka.codec.decode import each_range
 from arrowkafka.codegen import promote
@@ -630,8 +631,7 @@ def _fixed_bytes(arr: pa.Array, width: int) -> np.ndarray:
     """A fixed-width array's values as raw bytes (bool unpacked to a byte per value)."""
     n = len(arr)
     if pa.types.is_boolean(arr.type):
-        bits = np.frombuffer(arr.buffers()[1], np.uint8)
-        return np.unpackbits(bits, bitorder="little")[arr.offset : arr.offset + n]
+        return bits(arr)
     return np.frombuffer(arr.buffers()[1], np.uint8)[arr.offset * width : (arr.offset + n) * width]
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.api import default_specs
-from arrowkafka.assembly.arrays import empty_table
+from arrowkafka.assembly.arrays import bits, empty_table
 from arrowkafka.errors import Corrupt
 
 __all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control", "kraft_value_errors"]
@@ -56,14 +56,10 @@ def _i(b: bytes, at: int, n: int) -> int:
 
 
 def _true(column: pa.ChunkedArray) -> np.ndarray:
-    """Where a boolean column is true (not null), as numpy: read from its bits, since pyarrow's
-    own conversions import pandas, most of a process's first decode where it is installed."""
-    parts = [np.zeros(0, bool)]
-    for arr in pc.and_kleene(column, column.is_valid()).chunks:  # (no nulls: a null is False)
-        if len(arr):
-            bits = np.frombuffer(arr.buffers()[1], np.uint8)
-            parts.append(np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")[arr.offset :])
-    return np.concatenate(parts).astype(bool)
+    """Where a boolean column is true (not null), as numpy (from its bits: pyarrow's own
+    conversions import pandas, most of a process's first decode where it is installed)."""
+    true = pc.and_kleene(column, column.is_valid())  # (no nulls: a null is False)
+    return np.concatenate([np.zeros(0, np.uint8), *(bits(arr) for arr in true.chunks)]).astype(bool)
 
 
 def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[pa.Table, dict[str, pa.Table]]:
