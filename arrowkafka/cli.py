@@ -383,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, action="append",
                    help="a broker's TCP port (repeatable; default 9092)")  # fmt: skip
     p.add_argument("--no-payloads", action="store_true",
-                   help="leave record keys and values out of records.parquet (their sizes stay)")  # fmt: skip
+                   help="leave record bytes out: keys and values (their sizes stay), the message tables' "
+                        "records fields, and rejects' raw bytes where they may hold records")  # fmt: skip
     p.add_argument("--report", action="store_true",
                    help="also write the report, OUTDIR/report.html (`arrowkafka report`)")  # fmt: skip
     p.set_defaults(run=cmd_decode)
@@ -401,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (made if missing)")
     p.add_argument("--no-payloads", action="store_true",
-                   help="leave record keys and values out of records.parquet (their sizes stay)")  # fmt: skip
+                   help="leave record keys and values out of records.parquet (their sizes stay), "
+                        "and rejected batches' raw bytes")  # fmt: skip
     p.set_defaults(run=cmd_segments)
 
     p = command("sample", "run the main job on the bundled capture", [common])

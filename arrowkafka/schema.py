@@ -63,6 +63,7 @@ __all__ = [
     "storage_type",
     "primitive_type",
     "unknown_tags_type",
+    "without_records",
 ]
 
 UNKNOWN_TAGS = "_unknown_tags"
@@ -139,6 +140,27 @@ def storage_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
     return t
+
+
+def _is_records(f: pa.Field) -> bool:
+    return (f.metadata or {}).get(b"kafka.type") == b"records"
+
+
+def without_records(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without its ``records`` fields (by their ``kafka.type``), at any depth: the
+    message tables of a job asked for no payloads, since a record batch holds keys and values.
+    ``table.select(kept).cast(without_records(table.schema))`` drops them (casts match struct
+    fields by name)."""
+
+    def strip(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(strip(f.type)) for f in t if not _is_records(f)])
+        if pa.types.is_list(t):
+            return pa.list_(t.value_field.with_type(strip(t.value_type)))
+        return t
+
+    fields = [f.with_type(strip(f.type)) for f in schema if not _is_records(f)]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def has_tags_present(spec: MessageSpec, struct: Struct, versions: Sequence[int]) -> bool:

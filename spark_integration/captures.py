@@ -107,11 +107,16 @@ def _frames_type() -> pa.Schema:
 
 
 def _decoded_type(specs: Any, messages: Sequence[str], records: bool, payloads: bool) -> pa.Schema:
+    from arrowkafka.schema import without_records
     from arrowkafka.traffic import FRAME_COLUMNS, REJECT_SCHEMA
     from arrowkafka.traffic.records import record_schemas
     from arrowkafka.traffic.topic_names import named_schema
 
-    structs = [pa.field(m, spark_arrow_type(pa.struct(list(named_schema(specs, m))))) for m in messages]
+    def kept(message: str) -> pa.Schema:  # no payloads: no ``records`` fields, as the CLI writes them
+        schema = named_schema(specs, message)
+        return schema if payloads else without_records(schema)
+
+    structs = [pa.field(m, spark_arrow_type(pa.struct(list(kept(m))))) for m in messages]
     reject = pa.field(_REJECT, pa.struct(_spark_fields(REJECT_SCHEMA)))
     capture: list[pa.Field] = []
     if records:  # the record rows name their capture: its batch ids are offset by it
@@ -280,6 +285,7 @@ class _DecodeFrames:
         import pyarrow.compute as pc
 
         from arrowkafka.traffic import FRAMES_SCHEMA, TABLE_COLUMNS, decode_frames
+        from arrowkafka.traffic.records import rejects_without_payloads
         from arrowkafka.traffic.topic_names import name_topics
 
         specs = task_specs(self.folders)
@@ -292,7 +298,8 @@ class _DecodeFrames:
             is_reject = pc.is_valid(table.column(_REJECT))
             passed = table.filter(is_reject)
             if passed.num_rows:  # frame-level rejects from stage 1
-                yield _to(passed.select([_REJECT]), out)
+                rows = pa.Table.from_struct_array(passed.column(_REJECT).combine_chunks())
+                yield _reject_rows(rows if self.payloads else rejects_without_payloads(rows, specs), out)
             frames = table.filter(pc.invert(is_reject))
             # a run each: a chunk's frames come grouped (no reordering), and its records are
             # named and counted as the CLI does them
@@ -308,7 +315,9 @@ class _DecodeFrames:
                     own = decoded.select(decoded.column_names[n_frame:])
                     yield _to(part.append_column(message, _struct(own)), out)
                 if rejects.num_rows:
-                    yield _reject_rows(rejects, out)
+                    yield _reject_rows(
+                        rejects if self.payloads else rejects_without_payloads(rejects, specs), out
+                    )
                 if self.records:
                     yield from self._records(tables, capture, chunk, next_id, out)
 
@@ -377,12 +386,12 @@ def decoded_frames(
     ``messages`` (null outside that type's rows) and ``_reject`` (set, alone, on rejects).
 
     ``records=True`` (this runs a small job first, for the topic names) adds ``_capture`` and a
-    struct column per record table (``record_batches``, ``records``, ``record_markers``,
-    ``payloads=False``: no keys and values): one row per batch, record or marker, whose
-    ``_message`` names its table and ``_capture`` its capture; a batch that does not decode
-    is a ``_reject`` row whose ``_message`` is ``_record_rejects``. Batch ids count from 0 in
-    each capture (``decode_captures`` offsets them), so each capture's frames must be in one
-    partition in ``capture_frames``' order, as it gives them."""
+    struct column per record table (``record_batches``, ``records``, ``record_markers``):
+    one row per batch, record or marker, whose ``_message`` names its table and ``_capture``
+    its capture; a batch that does not decode is a ``_reject`` row whose ``_message`` is
+    ``_record_rejects``. Batch ids count from 0 in each capture (``decode_captures`` offsets
+    them), so each capture's frames must be in one partition in ``capture_frames``' order, as
+    it gives them. ``payloads=False``: no record bytes anywhere (``decode_captures``)."""
     folders = tuple(str(f) for f in specs)
     names = _survey(frames, folders)[1] if records or _names_by_id(messages, folders) else None
     return _decoded(frames, messages, folders, names, payloads, records)
@@ -431,7 +440,9 @@ def decode_captures(
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
-    and ``record_markers.parquet`` (``payloads=False``: no keys and values), each a folder of
+    and ``record_markers.parquet`` (``payloads=False``: as the CLI's ``--no-payloads``, no
+    record bytes anywhere: no keys and values, no ``records`` fields in the message tables, no
+    raw bytes in rejects that may hold records), each a folder of
     Parquet parts as Spark writes them, with the CLI's columns and rows in Spark's types. Batch
     ids are the CLI's given the captures in order of their URIs. ``chunk_bytes`` must be the
     CLI's (32 MB unless given) for the same topic names: a Fetch response's topic ids are

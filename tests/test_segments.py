@@ -122,7 +122,11 @@ def test_a_cut_segment_and_a_damaged_batch(logdir: Path, tmp_path: Path) -> None
         (False, True, True), (False, False, False), (True, None, True)]  # fmt: skip
     reject = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()[0]
     assert reject["position"] == first and reject["reason"].startswith("CRC-32C mismatch")
+    assert reject["raw"] == bytes(damaged[first : first + len(reject["raw"])])
     assert pq.read_table(tmp_path / "out" / "records.parquet").num_rows == 50
+    # without payloads the reject keeps no bytes: the batch holds its keys and values
+    decode_segments([d], tmp_path / "bare", chunk_bytes=1000, payloads=False)
+    assert pq.read_table(tmp_path / "bare" / "rejects.parquet").to_pylist() == [{**reject, "raw": None}]
 
 
 def test_the_command(logdir: Path, tmp_path: Path) -> None:

@@ -102,7 +102,8 @@ def decode_records(
         the byte. ``"null"``: bad batches keep their row in ``batches`` (``error`` says why),
         their records are left out, and ``rejects`` holds their raw bytes.
     payloads : bool
-        ``False`` leaves keys and values out (their sizes stay), for data that must not be copied.
+        ``False`` leaves keys and values out (their sizes stay), for data that must not be
+        copied, and the raw bytes of rejects too (``raw`` is null: a batch holds its records).
     verify_crc : bool
         Check every batch's CRC-32C (magic 2) or CRC-32 (magic 0/1, inner messages too).
     max_uncompressed : int
@@ -143,7 +144,10 @@ def decode_records(
         bad,
         hdr[k.H_POS, bad],
         [_reason(hdr, int(b), messages) for b in bad],
-        [data[int(hdr[k.H_ABS, b]) : int(hdr[k.H_ABS, b] + hdr[k.H_SIZE, b])].tobytes() for b in bad],
+        # (no payloads: no batch bytes either, as they hold the keys and values)
+        [data[int(hdr[k.H_ABS, b]) : int(hdr[k.H_ABS, b] + hdr[k.H_SIZE, b])].tobytes() for b in bad]
+        if payloads
+        else None,
     )
     markers, control = decode_control(recs, batches, errors)
     if not payloads:

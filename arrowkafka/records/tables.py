@@ -88,7 +88,8 @@ REJECTS_SCHEMA = pa.schema(
         pa.field("position", pa.int64(), nullable=False),
         pa.field("error", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
-        pa.field("raw", pa.binary(), nullable=False),  # the batch's bytes, as far as the element holds them
+        # the batch's bytes, as far as the element holds them (null with payloads=False)
+        pa.field("raw", pa.binary()),
     ]
 )
 
@@ -198,7 +199,12 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
 
 
 def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, reasons: list[str],
-                  raw: list[bytes]) -> pa.Table:  # fmt: skip
+                  raw: list[bytes] | None) -> pa.Table:  # fmt: skip
+    """``raw`` None: every row's ``raw`` is null."""
+    if raw is None:
+        raw_array = pa.nulls(len(reasons), pa.binary())
+    else:
+        raw_array = binary_array(raw) if sum(map(len, raw)) < 2**31 else pa.array(raw, pa.binary())
     return pa.Table.from_pydict(
         {
             "row": int64_array(rows),
@@ -206,7 +212,7 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
             "position": int64_array(positions),
             "error": string_array(["Corrupt"] * len(reasons)),
             "reason": string_array(reasons),
-            "raw": binary_array(raw) if sum(map(len, raw)) < 2**31 else pa.array(raw, pa.binary()),
+            "raw": raw_array,
         },
         REJECTS_SCHEMA,
     )

@@ -18,7 +18,13 @@ from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
 from arrowkafka.traffic.pairing import row_chunks
-from arrowkafka.traffic.records import SOURCES, record_schemas, records_of
+from arrowkafka.traffic.records import (
+    SOURCES,
+    record_schemas,
+    records_of,
+    rejects_without_payloads,
+    without_payloads,
+)
 from arrowkafka.traffic.summary import Summary
 from arrowkafka.traffic.topic_names import learn_topic_names, name_topics
 
@@ -46,8 +52,9 @@ def decode_capture(
     by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``.
 
     The records of Produce requests and Fetch responses also go to ``record_batches``,
-    ``records`` and ``record_markers`` (``traffic.records``); ``payloads=False`` leaves their
-    keys and values out."""
+    ``records`` and ``record_markers`` (``traffic.records``). ``payloads=False`` leaves record
+    bytes out of everything written: keys and values (their sizes stay), the message tables'
+    ``records`` fields, and the raw bytes of rejects that may hold records."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
     if out is not None:
@@ -74,6 +81,9 @@ def decode_capture(
         chunks = row_chunks(captures, specs, broker_ports, summary, chunk_bytes, progress)
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
+            if not payloads:  # frames that did not decode: their bytes may hold records
+                rejects = rejects_without_payloads(rejects, specs)
+                bad = [rejects_without_payloads(b, specs) for b in bad]
             held["rejects"] += [rejects, *bad]
             topic_names = names_of[headers.capture]
             learn_topic_names(tables, topic_names)
@@ -90,7 +100,9 @@ def decode_capture(
                     held["record_batches"].append(rt.batches)
                     held["records"].append(rt.records)
                     held["record_markers"].append(rt.markers)
-                    held["rejects"].append(rt.rejects)
+                    held["rejects"].append(rt.rejects)  # (no payloads: decode_records kept no raw bytes)
+            if not payloads:  # the record batches in the message tables hold keys and values
+                tables = {m: [without_payloads(t) for t in parts] for m, parts in tables.items()}
             for message, parts in tables.items():
                 summary.tables[message] = summary.tables.get(message, 0) + sum(t.num_rows for t in parts)
                 held[message] += parts

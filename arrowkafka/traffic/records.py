@@ -11,11 +11,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from arrowkafka.api import SpecSet
 from arrowkafka.records import decode_records
 from arrowkafka.records.tables import linked_schemas
+from arrowkafka.schema import without_records
 from arrowkafka.traffic.columns import CAPTURE, REJECT_SCHEMA
 
-__all__ = ["SOURCES", "RecordTables", "record_schemas", "records_of"]
+__all__ = [
+    "SOURCES",
+    "RecordTables",
+    "record_schemas",
+    "records_of",
+    "without_payloads",
+    "rejects_without_payloads",
+]
 
 # message -> (topics list, topic name field, topic id field, partitions list, partition index field)
 SOURCES = {
@@ -131,6 +140,39 @@ def records_of(
     markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["record_markers"])
     rejects = _rejects(got.rejects, batch_link.take(got.rejects.column("batch")), message, capture)
     return RecordTables(batches, records, markers, rejects)
+
+
+# ---- payloads=False: no record bytes anywhere in what a job writes ----
+
+
+def without_payloads(table: pa.Table) -> pa.Table:
+    """A message table without its ``records`` fields (``schema.without_records``): with
+    ``payloads=False`` the record tables keep sizes, not keys and values, and the record
+    batches in the message tables would hold them all."""
+    schema = without_records(table.schema)
+    if len(schema) == len(table.schema) and schema.equals(table.schema):
+        return table
+    return table.select(schema.names).cast(schema)
+
+
+def rejects_without_payloads(rejects: pa.Table, specs: SpecSet) -> pa.Table:
+    """Rejects (``REJECT_SCHEMA``) whose raw bytes may hold records set to null: a batch that
+    failed, or a frame of a message with ``records`` fields, or of no message known (a response
+    whose request was not seen may be a Fetch response). Their size, place and reason stay."""
+    if rejects.num_rows == 0:
+        return rejects
+    messages = rejects.column("message")
+    holds = {m: _holds_records(specs, m) for m in messages.unique().to_pylist()}
+    mask = pa.array([holds[m] for m in messages.to_pylist()], pa.bool_())
+    raw = pc.if_else(mask, pa.scalar(None, pa.binary()), rejects.column("raw"))
+    return rejects.set_column(rejects.schema.get_field_index("raw"), rejects.schema.field("raw"), raw)
+
+
+def _holds_records(specs: SpecSet, message: str | None) -> bool:
+    if message is None or message not in specs:
+        return True
+    schema = specs.arrow_schema(message)
+    return not without_records(schema).equals(schema)
 
 
 def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -13,7 +13,7 @@ import arrowkafka as ak
 from arrowkafka.api import SpecSet
 from arrowkafka.errors import SpecError
 from arrowkafka.ir import load_spec_text
-from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name
+from arrowkafka.schema import TAGS_PRESENT, UNKNOWN_TAGS, column_name, without_records
 from tests.conftest import SPEC_FOLDERS
 
 
@@ -183,3 +183,39 @@ def test_column_name_collision_is_a_spec_error() -> None:
 def test_bad_version() -> None:
     with pytest.raises(KeyError, match="FetchRequest has no version 99"):
         ak.arrow_schema("FetchRequest", 99)
+
+
+def _record_fields(t: pa.DataType | pa.Schema) -> int:
+    fields = list(t) if isinstance(t, pa.Schema) or pa.types.is_struct(t) else []
+    if isinstance(t, pa.DataType) and pa.types.is_list(t):
+        return _record_fields(t.value_type)
+    return sum((f.metadata or {}).get(b"kafka.type") == b"records" or 0 for f in fields) + sum(
+        _record_fields(f.type) for f in fields
+    )
+
+
+def test_without_records_drops_the_record_fields_at_any_depth() -> None:
+    specs = ak.load_specs()
+    holding = set()
+    for name in specs:
+        schema = specs.arrow_schema(name)
+        bare = without_records(schema)
+        assert _record_fields(bare) == 0
+        if _record_fields(schema):
+            holding.add(name)
+            assert not bare.equals(schema)
+        else:
+            assert bare.equals(schema)
+    # the record batches: Produce, Fetch, ShareFetch; a snapshot's records in FetchSnapshot;
+    # Kafka's test spec with one at the top level
+    assert holding == {"ProduceRequest", "FetchResponse", "ShareFetchResponse", "FetchSnapshotResponse",
+                       "SimpleRecordsMessage"}  # fmt: skip
+    produce = without_records(specs.arrow_schema("ProduceRequest", 9))
+    partition = produce.field("topic_data").type.value_type.field("partition_data").type.value_type
+    assert [f.name for f in partition] == ["index", "_unknown_tags"]
+    assert produce.field("topic_data").type.value_type.field("name").metadata[b"kafka.name"] == b"Name"
+    assert without_records(specs.arrow_schema("SimpleRecordsMessage")).names == [
+        "_version",
+        "topic",
+        "_unknown_tags",
+    ]

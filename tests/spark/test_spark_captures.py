@@ -137,6 +137,11 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     (reject,) = [r for r in rejects if r["message"] == "ProduceRequest"]
     assert reject["reason"].startswith("CRC-32C mismatch")
     assert reject["capture"] == "file:" + str(damaged)
+    # no record bytes anywhere: none in the reject, no records fields in the message tables
+    assert reject["raw"] is None
+    for message in ("ProduceRequest", "FetchResponse"):
+        schema = pq.read_schema(next((tmp_path / "spark" / f"{message}.parquet").glob("*.parquet")))
+        assert "records: binary" not in str(schema) and "partition" in str(schema)
 
 
 def test_topic_ids_are_named_from_chunks_up_to_their_own() -> None:

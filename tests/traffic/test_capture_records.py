@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.traffic.columns import TABLE_COLUMNS
+from arrowkafka.traffic.columns import REJECT_SCHEMA, TABLE_COLUMNS
 from arrowkafka.traffic.parquet import decode_capture
-from arrowkafka.traffic.records import records_of
+from arrowkafka.traffic.records import records_of, rejects_without_payloads
 from arrowkafka.traffic.topic_names import learn_topic_names, name_topics, named_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,6 +219,60 @@ def test_no_payloads_through_the_command(shared: Path, out: dict[str, Path], tmp
     full = pq.read_table(out["tansu_confluent"] / "records.parquet")
     assert "key" not in bare.column_names and "value" not in bare.column_names
     assert bare.equals(full.drop_columns(["key", "value"]))
+    # no key or value anywhere in the folder: the message tables' record batches held them all
+    values = [v for c in ("key", "value") for v in full.column(c).to_pylist() if v]
+    # (printable: not transaction markers; 8 bytes or more: key "txn-1" is inside transactional
+    # id "ck-txn-1")
+    secrets = {v for v in values if len(v) >= 8 and v.isascii() and v.decode().isprintable()}
+    assert len(secrets) > 100
+    assert _leaked(out["tansu_confluent"], secrets) >= {"ProduceRequest.parquet", "FetchResponse.parquet"}
+    assert _leaked(tmp_path, secrets) == set()
+    for message in ("ProduceRequest", "FetchResponse"):  # the rest of those tables is kept
+        kept = pq.read_table(tmp_path / f"{message}.parquet")
+        whole = pq.read_table(out["tansu_confluent"] / f"{message}.parquet")
+        assert len(str(kept.schema)) < len(str(whole.schema)) and "records" not in str(kept.schema)
+        assert kept.equals(
+            whole.cast(pa.schema([f.with_type(kept.schema.field(f.name).type) for f in whole.schema]))
+        )
+
+
+def test_rejects_without_payloads_keep_no_bytes_that_may_hold_records() -> None:
+    messages = [None, "ProduceRequest", "MetadataRequest", "FetchResponse", "FetchSnapshotResponse",
+                "NoSuchMessage", "ProduceResponse"]  # fmt: skip
+    rows = [{"capture": "c", "error": "Corrupt", "reason": "r", "message": m, "raw": b"%d" % i}
+            for i, m in enumerate(messages)]  # fmt: skip
+    got = rejects_without_payloads(pa.Table.from_pylist(rows, REJECT_SCHEMA), ak.load_specs())
+    assert got.schema == REJECT_SCHEMA
+    # kept: messages known to carry no records; a frame of no message known may be a Fetch response
+    assert got.column("raw").to_pylist() == [None, None, b"2", None, None, None, b"6"]
+    assert got.drop_columns(["raw"]).to_pylist() == [{k: v for k, v in r.items() if k != "raw"} | {
+        "client": None, "broker": None, "direction": None, "ts": None, "version": None, "path": None,
+        "byte_offset": None} for r in rows]  # fmt: skip
+
+
+def _leaked(folder: Path, secrets: set[bytes]) -> set[str]:
+    """The Parquet files of ``folder`` holding any of ``secrets`` in any string or binary leaf."""
+    found = set()
+    for path in sorted(folder.glob("*.parquet")):
+        leaves = [c.combine_chunks() for c in pq.read_table(path).columns]
+        blob = bytearray()
+        while leaves:
+            a = leaves.pop()
+            if isinstance(a, pa.ExtensionArray):
+                a = a.storage
+            t = a.type
+            if pa.types.is_struct(t):
+                leaves += [a.field(i) for i in range(t.num_fields)]
+            elif pa.types.is_map(t):
+                leaves += [a.keys, a.items]
+            elif pa.types.is_list(t):
+                leaves.append(a.values)
+            elif pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_fixed_size_binary(t):
+                for v in a.to_pylist():
+                    blob += (v.encode() if isinstance(v, str) else v or b"") + b"\0"
+        if any(s in blob for s in secrets):
+            found.add(path.name)
+    return found
 
 
 def test_a_damaged_batch_is_a_reject_naming_its_partition(
@@ -246,3 +300,8 @@ def test_a_damaged_batch_is_a_reject_naming_its_partition(
     )
     batches = pq.read_table(tmp_path / "out" / "record_batches.parquet")
     assert batches.column("error").to_pylist().count(None) == batches.num_rows - 1
+    # without payloads the reject keeps its place and reason, not the batch's bytes
+    decode_capture([damaged], tmp_path / "bare", ak.load_specs(), payloads=False)
+    bare = pq.read_table(tmp_path / "bare" / "rejects.parquet").to_pylist()
+    (kept,) = [r for r in bare if r["message"] == "ProduceRequest"]
+    assert kept == {**reject, "raw": None}
