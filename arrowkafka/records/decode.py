@@ -8,17 +8,19 @@ kernel's columns into Arrow arrays, renders errors, and decodes control records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from arrowkafka.assembly.arrays import empty_table
 from arrowkafka.codec.decode import byte_ranges
 from arrowkafka.errors import Corrupt
 from arrowkafka.kernels import records as k
 from arrowkafka.records import tables
 from arrowkafka.records.codecs import CODECS, CodecError, Sink, TooBig, decompress_into
-from arrowkafka.records.control import decode_control
+from arrowkafka.records.control import MARKERS_SCHEMA, decode_control
 
 __all__ = ["Records", "decode_records", "MAX_UNCOMPRESSED"]
 
@@ -36,6 +38,9 @@ SLACK = 256 << 10  # bytes each byte column is given beyond its estimate (reserv
 AHEAD_BATCHES = 1 << 16  # batches whose claims a chunk is sized from
 SEGMENT = 16 << 20
 VIEW_MAX_UNCOMPRESSED = 1 << 29  # a batch in a views buffer ends before 1 GiB (31-bit offsets)
+
+_EMPTY_REJECTS = empty_table(tables.REJECTS_SCHEMA)
+_EMPTY_MARKERS = empty_table(MARKERS_SCHEMA)
 
 _REASONS = {
     k.R_LENGTH: "batch length {d1} is below the {d2} bytes its format needs",
@@ -139,17 +144,24 @@ def decode_records(
     recs = _records_table(data, segments, hdr, columns, payloads, point)
     if views and payloads and not point:
         recs = recs.cast(tables.RECORDS_VIEW_SCHEMA)
-    rejects = tables.rejects_table(
-        hdr[k.H_ROW, bad],
-        bad,
-        hdr[k.H_POS, bad],
-        [_reason(hdr, int(b), messages) for b in bad],
-        # (no payloads: no batch bytes either, as they hold the keys and values)
-        [data[int(hdr[k.H_ABS, b]) : int(hdr[k.H_ABS, b] + hdr[k.H_SIZE, b])].tobytes() for b in bad]
-        if payloads
-        else None,
-    )
-    markers, control = decode_control(recs, batches, errors)
+    # (no rejects and no control batches: the same empty tables each time, where building
+    # them took a sixth of a small call)
+    rejects = _EMPTY_REJECTS
+    if len(bad):
+        rejects = tables.rejects_table(
+            hdr[k.H_ROW, bad],
+            bad,
+            hdr[k.H_POS, bad],
+            [_reason(hdr, int(b), messages) for b in bad],
+            # (no payloads: no batch bytes either, as they hold the keys and values)
+            [data[int(hdr[k.H_ABS, b]) : int(hdr[k.H_ABS, b] + hdr[k.H_SIZE, b])].tobytes() for b in bad]
+            if payloads
+            else None,
+        )
+    markers: pa.Table = _EMPTY_MARKERS
+    control: dict[str, pa.Table] = {}
+    if (((hdr[k.H_ATTR] & k.ATTR_CONTROL) != 0) & (hdr[k.H_MAGIC] == 2)).any():
+        markers, control = decode_control(recs, batches, errors)
     if not payloads:
         recs = recs.drop_columns(["key", "value"])
     return Records(batches, recs, rejects, markers, control)
@@ -263,7 +275,7 @@ class _Chunks:
     def _count(self, inner: np.ndarray, b0: int, b1: int) -> np.ndarray:
         """What batches b0..b1 hold (the walk's cursors), by a walk that writes no column."""
         t = np.zeros(6, np.int64)
-        none = tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()
+        none = _no_columns()
         k.walk_records(
             self.data, inner, self.hdr, b0, b1, False, k.CRC32_TABLE, k.CRC32C_TABLE, self.payloads,
             self.views, self.data_windows, t, t, *none,
@@ -319,6 +331,12 @@ class _Chunks:
     def close(self) -> list[tables.RecordColumns]:
         self._close_chunk()
         return self.done
+
+
+@lru_cache(maxsize=1)
+def _no_columns() -> tuple[Any, ...]:
+    """Columns of no room, for a walk that only counts (the same each time: it writes none)."""
+    return tables.RecordColumns.allocate(0, 0, 0, 0, 0, 0).kernel_args()
 
 
 def _read_only(buf: np.ndarray) -> np.ndarray:
