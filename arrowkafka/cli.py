@@ -384,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a broker's TCP port (repeatable; default 9092)")  # fmt: skip
     p.add_argument("--no-payloads", action="store_true",
                    help="leave record bytes out: keys and values (their sizes stay), the message tables' "
-                        "records fields, and rejects' raw bytes where they may hold records")  # fmt: skip
+                        "records fields, and rejects' raw bytes")  # fmt: skip
     p.add_argument("--report", action="store_true",
                    help="also write the report, OUTDIR/report.html (`arrowkafka report`)")  # fmt: skip
     p.set_defaults(run=cmd_decode)

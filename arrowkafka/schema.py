@@ -155,8 +155,13 @@ def without_records(schema: pa.Schema) -> pa.Schema:
     def strip(t: pa.DataType) -> pa.DataType:
         if pa.types.is_struct(t):
             return pa.struct([f.with_type(strip(f.type)) for f in t if not _is_records(f)])
-        if pa.types.is_list(t):
-            return pa.list_(t.value_field.with_type(strip(t.value_type)))
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field, t.item_field.with_type(strip(t.item_type)), t.keys_sorted)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            of = pa.list_ if pa.types.is_list(t) else pa.large_list
+            return of(t.value_field.with_type(strip(t.value_type)))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(t.value_field.with_type(strip(t.value_type)), t.list_size)
         return t
 
     fields = [f.with_type(strip(f.type)) for f in schema if not _is_records(f)]

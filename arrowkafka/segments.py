@@ -284,9 +284,9 @@ def _write_piece(
     rejects = got.rejects.filter(pc.less(got.rejects.column("batch"), keep))
     summary.rejects += rejects.num_rows
     where = [pa.repeat(pa.scalar(str(path)), rejects.num_rows), pc.add(rejects.column("position"), pos)]
-    table = pa.Table.from_arrays(
-        [*where, *rejects.select(["error", "reason", "raw"]).columns], schema=REJECTS
-    )
+    # no payloads: no batch bytes (an internal topic's were read all the same, for its tables)
+    raw = rejects.column("raw") if payloads else pa.nulls(rejects.num_rows, pa.binary())
+    table = pa.Table.from_arrays([*where, *rejects.select(["error", "reason"]).columns, raw], schema=REJECTS)
     writers.write("rejects", table)
     if topic in INTERNAL and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)

@@ -299,7 +299,7 @@ class _DecodeFrames:
             passed = table.filter(is_reject)
             if passed.num_rows:  # frame-level rejects from stage 1
                 rows = pa.Table.from_struct_array(passed.column(_REJECT).combine_chunks())
-                yield _reject_rows(rows if self.payloads else rejects_without_payloads(rows, specs), out)
+                yield _reject_rows(rows if self.payloads else rejects_without_payloads(rows), out)
             frames = table.filter(pc.invert(is_reject))
             # a run each: a chunk's frames come grouped (no reordering), and its records are
             # named and counted as the CLI does them
@@ -315,9 +315,7 @@ class _DecodeFrames:
                     own = decoded.select(decoded.column_names[n_frame:])
                     yield _to(part.append_column(message, _struct(own)), out)
                 if rejects.num_rows:
-                    yield _reject_rows(
-                        rejects if self.payloads else rejects_without_payloads(rejects, specs), out
-                    )
+                    yield _reject_rows(rejects if self.payloads else rejects_without_payloads(rejects), out)
                 if self.records:
                     yield from self._records(tables, capture, chunk, next_id, out)
 
@@ -442,7 +440,7 @@ def decode_captures(
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
     and ``record_markers.parquet`` (``payloads=False``: as the CLI's ``--no-payloads``, no
     record bytes anywhere: no keys and values, no ``records`` fields in the message tables, no
-    raw bytes in rejects that may hold records), each a folder of
+    raw bytes in rejects), each a folder of
     Parquet parts as Spark writes them, with the CLI's columns and rows in Spark's types. Batch
     ids are the CLI's given the captures in order of their URIs. ``chunk_bytes`` must be the
     CLI's (32 MB unless given) for the same topic names: a Fetch response's topic ids are

@@ -148,6 +148,17 @@ def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
     assert summary.rejects == 0
     assert "key" not in pq.read_table(tmp_path / "records.parquet").column_names
     assert pq.read_table(tmp_path / "consumer_offsets.OffsetCommit.parquet").num_rows == 3
+    # a damaged batch of an internal topic: its keys and values were read for the typed
+    # tables, but its reject keeps no bytes
+    damaged = bytearray((logdir / "__consumer_offsets-7" / "00000000000000000000.log").read_bytes())
+    damaged[80] ^= 0xFF
+    (tmp_path / "in" / "__consumer_offsets-7").mkdir(parents=True)
+    (tmp_path / "in" / "__consumer_offsets-7" / "00000000000000000000.log").write_bytes(bytes(damaged))
+    for payloads in (True, False):
+        decode_segments([tmp_path / "in"], tmp_path / f"out-{payloads}", payloads=payloads)
+    (kept,) = pq.read_table(tmp_path / "out-True" / "rejects.parquet").to_pylist()
+    assert kept["reason"].startswith("CRC-32C mismatch") and bytes(damaged).startswith(kept["raw"])
+    assert pq.read_table(tmp_path / "out-False" / "rejects.parquet").to_pylist() == [{**kept, "raw": None}]
 
 
 def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:

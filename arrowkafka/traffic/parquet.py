@@ -54,7 +54,7 @@ def decode_capture(
     The records of Produce requests and Fetch responses also go to ``record_batches``,
     ``records`` and ``record_markers`` (``traffic.records``). ``payloads=False`` leaves record
     bytes out of everything written: keys and values (their sizes stay), the message tables'
-    ``records`` fields, and the raw bytes of rejects that may hold records."""
+    ``records`` fields, and the raw bytes of rejects."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
     if out is not None:
@@ -81,9 +81,9 @@ def decode_capture(
         chunks = row_chunks(captures, specs, broker_ports, summary, chunk_bytes, progress)
         for headers, rows, rejects in chunks:
             tables, bad = decode_rows(headers, rows, specs, summary)
-            if not payloads:  # frames that did not decode: their bytes may hold records
-                rejects = rejects_without_payloads(rejects, specs)
-                bad = [rejects_without_payloads(b, specs) for b in bad]
+            if not payloads:  # frames that did not decode may hold records
+                rejects = rejects_without_payloads(rejects)
+                bad = [rejects_without_payloads(b) for b in bad]
             held["rejects"] += [rejects, *bad]
             topic_names = names_of[headers.capture]
             learn_topic_names(tables, topic_names)

@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from arrowkafka.api import SpecSet
 from arrowkafka.records import decode_records
 from arrowkafka.records.tables import linked_schemas
 from arrowkafka.schema import without_records
@@ -155,24 +154,12 @@ def without_payloads(table: pa.Table) -> pa.Table:
     return table.select(schema.names).cast(schema)
 
 
-def rejects_without_payloads(rejects: pa.Table, specs: SpecSet) -> pa.Table:
-    """Rejects (``REJECT_SCHEMA``) whose raw bytes may hold records set to null: a batch that
-    failed, or a frame of a message with ``records`` fields, or of no message known (a response
-    whose request was not seen may be a Fetch response). Their size, place and reason stay."""
-    if rejects.num_rows == 0:
-        return rejects
-    messages = rejects.column("message")
-    holds = {m: _holds_records(specs, m) for m in messages.unique().to_pylist()}
-    mask = pa.array([holds[m] for m in messages.to_pylist()], pa.bool_())
-    raw = pc.if_else(mask, pa.scalar(None, pa.binary()), rejects.column("raw"))
+def rejects_without_payloads(rejects: pa.Table) -> pa.Table:
+    """Rejects (``REJECT_SCHEMA``) without their raw bytes: a frame that did not decode may
+    hold records whatever message its header names (a damaged header can name another), and a
+    batch that failed holds its keys and values. Their place and reason stay."""
+    raw = pa.nulls(rejects.num_rows, pa.binary())
     return rejects.set_column(rejects.schema.get_field_index("raw"), rejects.schema.field("raw"), raw)
-
-
-def _holds_records(specs: SpecSet, message: str | None) -> bool:
-    if message is None or message not in specs:
-        return True
-    schema = specs.arrow_schema(message)
-    return not without_records(schema).equals(schema)
 
 
 def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:

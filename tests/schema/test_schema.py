@@ -187,7 +187,9 @@ def test_bad_version() -> None:
 
 def _record_fields(t: pa.DataType | pa.Schema) -> int:
     fields = list(t) if isinstance(t, pa.Schema) or pa.types.is_struct(t) else []
-    if isinstance(t, pa.DataType) and pa.types.is_list(t):
+    if isinstance(t, pa.DataType) and pa.types.is_map(t):
+        return _record_fields(t.item_type)
+    if isinstance(t, pa.DataType) and hasattr(t, "value_type"):  # every list type
         return _record_fields(t.value_type)
     return sum((f.metadata or {}).get(b"kafka.type") == b"records" or 0 for f in fields) + sum(
         _record_fields(f.type) for f in fields
@@ -214,8 +216,14 @@ def test_without_records_drops_the_record_fields_at_any_depth() -> None:
     partition = produce.field("topic_data").type.value_type.field("partition_data").type.value_type
     assert [f.name for f in partition] == ["index", "_unknown_tags"]
     assert produce.field("topic_data").type.value_type.field("name").metadata[b"kafka.name"] == b"Name"
-    assert without_records(specs.arrow_schema("SimpleRecordsMessage")).names == [
-        "_version",
-        "topic",
-        "_unknown_tags",
-    ]
+    top = without_records(specs.arrow_schema("SimpleRecordsMessage"))
+    assert top.names == ["_version", "topic", "_unknown_tags"]
+    # and inside every nesting Arrow has, though the specs' schemas use lists and structs only
+    records = pa.field("r", pa.binary(), metadata={"kafka.type": "records"})
+    inner = pa.struct([pa.field("a", pa.int8()), records])
+    kinds = [pa.list_(inner), pa.large_list(inner), pa.list_(inner, 2), pa.map_(pa.int8(), inner), inner]
+    wide = pa.schema([pa.field(str(i), t) for i, t in enumerate(kinds)])
+    bare = without_records(wide)
+    assert _record_fields(wide) == 5 and _record_fields(bare) == 0
+    a = pa.struct([pa.field("a", pa.int8())])
+    assert bare.types == [pa.list_(a), pa.large_list(a), pa.list_(a, 2), pa.map_(pa.int8(), a), a]

@@ -4,6 +4,7 @@ rejects that names its topic, partition and byte, and keeps its bytes."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.traffic.columns import REJECT_SCHEMA, TABLE_COLUMNS
+from arrowkafka.traffic.columns import TABLE_COLUMNS
 from arrowkafka.traffic.parquet import decode_capture
-from arrowkafka.traffic.records import records_of, rejects_without_payloads
+from arrowkafka.traffic.records import records_of
 from arrowkafka.traffic.topic_names import learn_topic_names, name_topics, named_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,18 +237,24 @@ def test_no_payloads_through_the_command(shared: Path, out: dict[str, Path], tmp
         )
 
 
-def test_rejects_without_payloads_keep_no_bytes_that_may_hold_records() -> None:
-    messages = [None, "ProduceRequest", "MetadataRequest", "FetchResponse", "FetchSnapshotResponse",
-                "NoSuchMessage", "ProduceResponse"]  # fmt: skip
-    rows = [{"capture": "c", "error": "Corrupt", "reason": "r", "message": m, "raw": b"%d" % i}
-            for i, m in enumerate(messages)]  # fmt: skip
-    got = rejects_without_payloads(pa.Table.from_pylist(rows, REJECT_SCHEMA), ak.load_specs())
-    assert got.schema == REJECT_SCHEMA
-    # kept: messages known to carry no records; a frame of no message known may be a Fetch response
-    assert got.column("raw").to_pylist() == [None, None, b"2", None, None, None, b"6"]
-    assert got.drop_columns(["raw"]).to_pylist() == [{k: v for k, v in r.items() if k != "raw"} | {
-        "client": None, "broker": None, "direction": None, "ts": None, "version": None, "path": None,
-        "byte_offset": None} for r in rows]  # fmt: skip
+def test_without_payloads_no_reject_keeps_bytes(shared: Path, out: dict[str, Path], tmp_path: Path) -> None:
+    """A frame whose header was damaged to name a message without records (a Produce request
+    read as a Metadata request) keeps no bytes either: a reject's bytes go whatever it names."""
+    produce = pq.read_table(out["noida_kafka_python"] / "ProduceRequest.parquet").to_pylist()[0]
+    pcap = (shared / "captures" / "noida_kafka_python.pcap").read_bytes()
+    header = struct.pack(">hhi", 0, produce["_api_version"], produce["_correlation_id"])
+    at = pcap.rindex(header, 0, pcap.index(produce["topic_data"][0]["partition_data"][0]["records"]))
+    damaged = tmp_path / "damaged.pcap"
+    damaged.write_bytes(pcap[:at] + struct.pack(">h", 3) + pcap[at + 2 :])  # api key 3: Metadata
+    decode_capture([damaged], tmp_path / "full", ak.load_specs())
+    decode_capture([damaged], tmp_path / "bare", ak.load_specs(), payloads=False)
+    full = pq.read_table(tmp_path / "full" / "rejects.parquet").to_pylist()
+    bare = pq.read_table(tmp_path / "bare" / "rejects.parquet").to_pylist()
+    assert any(r["message"] == "MetadataRequest" and len(r["raw"]) > 1000 for r in full)
+    assert bare == [{**r, "raw": None} for r in full]
+    values = pq.read_table(out["noida_kafka_python"] / "records.parquet").column("value").to_pylist()
+    secrets = {v for v in values if v and len(v) >= 8}
+    assert _leaked(tmp_path / "full", secrets) and not _leaked(tmp_path / "bare", secrets)
 
 
 def _leaked(folder: Path, secrets: set[bytes]) -> set[str]:
