@@ -110,8 +110,12 @@ def segment_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _topic_partition(path: Path) -> tuple[str | None, int | None]:
+    """From the ``<topic>-<partition>`` folder name; neither where the name is not one (a
+    partition is an int32: ``backup-20240115120000`` names no partition)."""
     m = _PARTITION_DIR.match(path.parent.name)
-    return (m["topic"], int(m["partition"])) if m else (None, None)
+    if m is None or int(m["partition"]) >= 2**31:
+        return None, None
+    return m["topic"], int(m["partition"])
 
 
 class _Writers:

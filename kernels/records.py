@@ -392,7 +392,9 @@ def read_batches(data, starts, ends, hdr, crc32_table, crc32c_table, verify_crc)
                 hdr[H_LENGTH, b] = length
                 if left >= 8:
                     hdr[H_BASE_OFFSET, b] = _i(data, pos, 8)
-                hdr[H_MAGIC, b] = data[pos + AT_MAGIC] if left > 16 else -1
+                hdr[H_MAGIC, b] = data[pos + AT_MAGIC] if left > AT_MAGIC else -1
+                if hdr[H_MAGIC, b] > 2:  # the bytes say what they are not: no batch of any magic
+                    _fail(hdr, b, R_MAGIC, pos + AT_MAGIC - row_start, hdr[H_MAGIC, b], 0)
                 b += 1
                 break
             hdr[H_LENGTH, b] = length

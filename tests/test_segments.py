@@ -161,6 +161,21 @@ def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "out-False" / "rejects.parquet").to_pylist() == [{**kept, "raw": None}]
 
 
+def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:
+    """``backup-20240115120000`` looks like ``<topic>-<partition>`` but its number is no int32."""
+    d = tmp_path / "backup-20240115120000"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(
+        (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    )
+    summary = decode_segments([d], tmp_path / "out")
+    assert summary.records == 150 and summary.rejects == 0
+    batches = pq.read_table(tmp_path / "out" / "record_batches.parquet")
+    assert set(batches.column("topic").to_pylist()) == {None} and set(
+        batches.column("partition").to_pylist()
+    ) == {None}
+
+
 def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:
     whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
     first = 12 + struct.unpack_from(">i", whole, 8)[0]

@@ -103,10 +103,26 @@ def as_bodies(bodies: Any) -> pa.Array:
     if isinstance(bodies, pa.ChunkedArray):
         bodies = bodies.combine_chunks() if bodies.num_chunks != 1 else bodies.chunk(0)
     if isinstance(bodies, pa.Array):
+        if pa.types.is_binary_view(bodies.type):  # (what views=True gives out): copied once
+            return bodies.cast(pa.large_binary())
         if not (pa.types.is_binary(bodies.type) or pa.types.is_large_binary(bodies.type)):
             raise TypeError(f"message bodies must be binary or large_binary, not {bodies.type}")
         return bodies
-    return binary_array(list(bodies))
+    if isinstance(bodies, (bytes, bytearray, memoryview, str)):
+        raise TypeError(
+            f"message bodies must be a sequence of bytes or a binary array, not one {type(bodies).__name__}"
+            " object (wrap it in a list)"
+        )
+    values = list(bodies)
+    for i, v in enumerate(values):  # bytes-like (the buffer protocol) or None: an int n is not n bytes
+        if v is not None and not isinstance(v, bytes):
+            try:
+                memoryview(v)
+            except TypeError:
+                raise TypeError(
+                    f"message bodies must be bytes or None; element {i} is {type(v).__name__}"
+                ) from None
+    return binary_array(values)
 
 
 def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

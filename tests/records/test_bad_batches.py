@@ -8,6 +8,7 @@ import random
 import struct
 import zlib
 
+import pyarrow as pa
 import pytest
 import zstandard
 from batchtools import Rec, build, rewrap_v2
@@ -155,6 +156,31 @@ def test_unknown_magic_and_short_lengths() -> None:
     got = ak.decode_records([negative + batch], errors="null")
     assert got.batches.num_rows == 1  # nothing after a negative length can be found
     assert got.rejects.to_pylist()[0]["raw"] == negative + batch
+
+
+def test_bytes_that_cannot_start_a_batch_are_no_partial_batch(good: bytes) -> None:
+    """A row's tail too short for its length is a partial batch only where its magic byte could
+    be one: text after the batches (a file that is no segment) is an unknown magic."""
+    text = b"this is a text file, not a Kafka segment\n"
+    got = ak.decode_records([good + text], errors="null")
+    last = got.batches.to_pylist()[-1]
+    assert (last["partial"], last["magic"], last["error"]) == (False, text[16], f"unknown magic {text[16]}")
+    assert got.rejects.to_pylist()[0]["raw"] == text and got.records.num_rows == 60
+    with pytest.raises(Corrupt, match=f"unknown magic {text[16]}"):
+        ak.decode_records([good + text])
+    # a tail of 16 bytes or fewer says no magic: partial, as before
+    assert ak.decode_records([good + text[:16]]).batches.column("partial").to_pylist()[-1]
+
+
+def test_inputs_decode_records_takes_and_refuses(good: bytes) -> None:
+    want = ak.decode_records([good, None]).records
+    # binary_view: what decode(..., views=True) gives a records field as
+    assert ak.decode_records(pa.array([good, None], pa.binary_view())).records.equals(want)
+    assert ak.decode_records([bytearray(good), memoryview(b"")]).records.equals(want)
+    with pytest.raises(TypeError, match="not one bytes object"):
+        ak.decode_records(good)  # each byte would have been a body of that many zero bytes
+    with pytest.raises(TypeError, match="element 1 is int"):
+        ak.decode_records([good, 7])
 
 
 def test_a_header_key_must_be_utf8() -> None:
