@@ -223,8 +223,15 @@ def _decode_file(
                 else:  # read on: the next piece starts with this batch
                     keep -= 1
                     cut = at
-            elif keep and (batches.column("batch_length")[keep - 1].as_py() or 0) < 5 and not last:
-                summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
+            elif keep and (batches.column("batch_length")[keep - 1].as_py() or 0) < 5:
+                at = int(batches.column("position")[keep - 1].as_py())
+                if not np.frombuffer(buf, np.uint8)[at:].any():
+                    # zeros to the piece's end: a preallocated segment's unwritten tail (Kafka's
+                    # file.preallocate), no batch: the file ends here, the rest unread
+                    keep -= 1
+                    summary.unread[str(path)] = size - pos - at
+                elif not last:
+                    summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
                 stop = True
             _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
             if progress is not None:

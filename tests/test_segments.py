@@ -161,6 +161,21 @@ def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "out-False" / "rejects.parquet").to_pylist() == [{**kept, "raw": None}]
 
 
+def test_a_zero_tail_in_the_last_piece_is_no_reject(logdir: Path, tmp_path: Path) -> None:
+    """The active segment of a broker that preallocates files ends in zeros: whatever piece
+    they start in, they end the file with no reject (and a zero length with data after it
+    within the piece is one)."""
+    whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    for name, tail, rejects in (("zeros", bytes(4096), 0), ("data after", bytes(12) + b"x" * 100, 1)):
+        d = tmp_path / name / "orders-0"
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(whole + tail)
+        summary = decode_segments([d], tmp_path / f"{name}-out")  # one piece: the file is small
+        assert (summary.records, summary.rejects) == (150, rejects), name
+        unread = summary.unread.get(str(d / "00000000000000000000.log"), 0)
+        assert unread == (len(tail) if not rejects else 0), name
+
+
 def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:
     """``backup-20240115120000`` looks like ``<topic>-<partition>`` but its number is no int32."""
     d = tmp_path / "backup-20240115120000"
@@ -191,8 +206,12 @@ def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Pa
         (d / "00000000000000000000.log").write_bytes(damaged)
         summary = decode_segments([d], tmp_path / f"{name}-out", chunk_bytes=4096)
         batches = pq.read_table(tmp_path / f"{name}-out" / "record_batches.parquet").to_pylist()
-        assert len(batches) == 2 and batches[0]["error"] is None, name  # one good batch, then the bad one
-        assert summary.records == 50, name
+        assert batches[0]["error"] is None and summary.records == 50, name
+        if name == "forged":  # one good batch, then the rest of the file as a partial one
+            assert len(batches) == 2 and batches[1]["partial"]
+        else:  # zeros are no batch: the file ends there, the rest unread (no reject)
+            assert len(batches) == 1 and summary.rejects == 0
+            assert summary.unread == {str(d / "00000000000000000000.log"): 1 << 20}
         accounted = sum(b["size"] for b in batches) + summary.unread.get(
             str(d / "00000000000000000000.log"), 0
         )
