@@ -131,16 +131,16 @@ def _check_capture(path: str) -> None:
 
 def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> None:
     """The output folder: made if missing. One holding an earlier run's tables (ours: named
-    after a message, ``rejects``, a record table or an internal topic's table) is refused unless
-    ``--overwrite``, which deletes those tables and nothing else, so no earlier table is left
-    beside the new ones."""
+    after a message, ``rejects``, a record table, an internal topic's or KRaft control
+    records' table) is refused unless ``--overwrite``, which deletes those tables and nothing
+    else, so no earlier table is left beside the new ones."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
-    from arrowkafka.segments import INTERNAL_TABLES, segment_schemas
+    from arrowkafka.segments import OTHER_TABLES, segment_schemas
 
     names = {*messages, *segment_schemas()}  # rejects and the record tables, as a capture job's
     earlier = (
-        sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(INTERNAL_TABLES))
+        sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(OTHER_TABLES))
         if out.is_dir()
         else []
     )

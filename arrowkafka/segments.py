@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from arrowkafka.errors import ArrowKafkaError
 from arrowkafka.records import Records, decode_records
-from arrowkafka.records.tables import linked_schemas
+from arrowkafka.records.tables import CONTROL_TABLES, linked_schemas
 from arrowkafka.schema import portable_table
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
@@ -183,6 +183,7 @@ def decode_segments(
 INTERNAL = ("__consumer_offsets", "__cluster_metadata")
 # their tables: ``consumer_offsets.OffsetCommit`` ... (a leading _ hides a file from Spark and Hive)
 INTERNAL_TABLES = tuple(f"{topic.lstrip('_')}." for topic in INTERNAL)
+OTHER_TABLES = (*INTERNAL_TABLES, CONTROL_TABLES)  # the tables named by prefix, a job's own
 
 
 def _decode_file(
@@ -292,6 +293,16 @@ def _write_piece(
     table = pa.Table.from_arrays([*link(markers.column("batch"), markers.num_rows), *marker_body],
                                  schema=schemas["record_markers"])  # fmt: skip
     writers.write("record_markers", table)
+    for name, control in got.control.items():  # KRaft control records, through their specs
+        control = control.filter(pc.less(control.column("record"), n_rec))
+        rec = control.column("record")
+        lead = [*link(pc.take(records.column("batch"), rec), control.num_rows),
+                pc.take(records.column("record_offset"), rec)]  # fmt: skip
+        table = pa.Table.from_arrays(
+            [*lead, *control.columns[1:]], names=[*LINK.names, "record_offset", *control.column_names[1:]]
+        )
+        summary.tables[CONTROL_TABLES + name] = summary.tables.get(CONTROL_TABLES + name, 0) + table.num_rows
+        writers.write(CONTROL_TABLES + name, table)
     rejects = got.rejects.filter(pc.less(got.rejects.column("batch"), keep))
     summary.rejects += rejects.num_rows
     where = [pa.repeat(pa.scalar(str(path)), rejects.num_rows), pc.add(rejects.column("position"), pos)]

@@ -95,6 +95,13 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     assert [(m["topic"], m["type"], m["record_offset"]) for m in markers] == [
         ("__cluster_metadata", "LEADER_CHANGE", 0)
     ]
+    # and the KRaft control record itself, through its spec, linked as records are
+    (change,) = pq.read_table(tmp_path / "record_control.LeaderChangeMessage.parquet").to_pylist()
+    leader = [b for b in batches if b["topic"] == "__cluster_metadata" and b["control"]]
+    assert (change["topic"], change["partition"], change["record_offset"]) == ("__cluster_metadata", 0, 0)
+    assert change["batch_id"] == leader[0]["batch_id"] and change["leader_id"] == 1
+    assert [v["voter_id"] for v in change["voters"]] == [1]
+    assert summary.tables["record_control.LeaderChangeMessage"] == 1
 
 
 def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path) -> None:

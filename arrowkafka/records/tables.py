@@ -17,6 +17,7 @@ from arrowkafka.records.control import MARKERS_SCHEMA
 
 __all__ = [
     "BATCHES_SCHEMA",
+    "CONTROL_TABLES",
     "FORMATS",
     "RECORDS_SCHEMA",
     "RECORDS_VIEW_SCHEMA",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 TS = pa.timestamp("ms", tz="UTC")
+# the KRaft control records decoded through their specs, one table per spec, as the jobs write
+# them: ``record_control.LeaderChangeMessage`` ...
+CONTROL_TABLES = "record_control."
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")  # by the timestamp-type attribute bit
 FORMATS = {0: "MessageSet", 1: "MessageSet", 2: "RecordBatch"}  # what errors call each magic
 HEADER = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arrowkafka.api import SpecSet
+from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.schema import portable_table
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
@@ -100,6 +101,8 @@ def decode_capture(
                     held["record_batches"].append(rt.batches)
                     held["records"].append(rt.records)
                     held["record_markers"].append(rt.markers)
+                    for name, table in rt.control.items():
+                        held[CONTROL_TABLES + name].append(table)
                     held["rejects"].append(rt.rejects)  # (no payloads: decode_records kept no raw bytes)
             if not payloads:  # the record batches in the message tables hold keys and values
                 tables = {m: [without_payloads(t) for t in parts] for m, parts in tables.items()}

@@ -5,7 +5,7 @@ field belongs to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -67,6 +67,8 @@ class RecordTables:
     records: pa.Table
     markers: pa.Table
     rejects: pa.Table  # rows of rejects
+    # KRaft control records through their specs, linked as the records are: {spec name: table}
+    control: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def records_of(
@@ -138,7 +140,16 @@ def records_of(
     marker_link = batch_link.take(got.markers.column("batch"))
     markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["record_markers"])
     rejects = _rejects(got.rejects, batch_link.take(got.rejects.column("batch")), message, capture)
-    return RecordTables(batches, records, markers, rejects)
+    control = {}
+    for name, table in got.control.items():
+        rec = table.column("record")
+        lead = batch_link.take(pc.take(rec_batch, rec)).append_column(
+            "record_offset", pc.take(got.records.column("record_offset"), rec)
+        )
+        control[name] = pa.Table.from_arrays(
+            [*lead.columns, *table.columns[1:]], names=[*lead.column_names, *table.column_names[1:]]
+        )
+    return RecordTables(batches, records, markers, rejects, control)
 
 
 # ---- payloads=False: no record bytes anywhere in what a job writes ----

@@ -20,6 +20,7 @@ from arrowkafka.traffic.columns import TABLE_COLUMNS
 from arrowkafka.traffic.parquet import decode_capture
 from arrowkafka.traffic.records import records_of
 from arrowkafka.traffic.topic_names import learn_topic_names, name_topics, named_schema
+from tests.records.batchtools import Rec, build, rewrap_v2
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ("tansu_confluent", "noida_kafka_python", "kafka091_legacy")
@@ -143,6 +144,32 @@ def test_name_topics_null_where_the_capture_never_said() -> None:
     unnamed = name_topics(tables, specs, "FetchResponse", {})
     assert [t["topic"] for t in unnamed.column("responses").to_pylist()[0]] == [None]
     assert named.schema == unnamed.schema == named_schema(specs, "FetchResponse")
+
+
+def test_kraft_control_records_in_a_fetch_response() -> None:
+    """A controller's Fetch of the metadata log carries KRaft control records: they come out
+    through their spec, linked to their frame and partition as records are."""
+    specs = ak.load_specs()
+    change = pa.table({"version": pa.array([0], pa.int16()), "leader_id": pa.array([3], pa.int32()),
+                       "voters": [[{"voter_id": 3}]], "granting_voters": [[{"voter_id": 3}]]})  # fmt: skip
+    value = ak.encode(change, "LeaderChangeMessage", 0)[0].as_py()
+    batch = rewrap_v2(build(2, 0, [Rec(struct.pack(">hh", 0, 2), value, [], 0)], offset=41), attributes=0x20)
+    response = pa.Table.from_pylist([{"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "__cluster_metadata", "partitions": [{"partition_index": 0, "records": batch}]}]}])  # fmt: skip
+    body = ak.encode(response, "FetchResponse", 12)
+    decoded = pa.Table.from_batches([specs.decode(body, "FetchResponse", 12, all_versions=True)])
+    frame = pa.Table.from_pylist([{"_capture": "c.pcap", "_client": "10.0.0.1:5000", "_broker": "10.0.0.2:9093",
+                                   "_ts_first": 1, "_ts_last": 2, "_size": 100, "_correlation_id": 7,
+                                   "_api_version": 12, "_header_tags": []}], schema=pa.schema(TABLE_COLUMNS))  # fmt: skip
+    table = pa.Table.from_arrays(
+        [*frame.columns, *decoded.columns], names=[*frame.column_names, *decoded.column_names]
+    )
+    got = records_of(table, "FetchResponse", 5, True, "c.pcap", {})
+    (row,) = got.control["LeaderChangeMessage"].to_pylist()
+    assert (row["_client"], row["_correlation_id"], row["topic"], row["partition"]) == (
+        "10.0.0.1:5000", 7, "__cluster_metadata", 0)  # fmt: skip
+    assert (row["batch_id"], row["record_offset"], row["leader_id"]) == (5, 41, 3)
+    assert got.markers.column("type").to_pylist() == ["LEADER_CHANGE"]
 
 
 def test_a_group_whose_every_body_was_rejected() -> None:
