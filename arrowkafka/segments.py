@@ -325,24 +325,62 @@ def _typed(
     summary: SegmentSummary,
 ) -> None:
     """The records of an internal topic as typed tables (control records left out), each row
-    led by the file, partition, offset and timestamp of its record."""
+    led by the file, partition, offset and timestamp of its record. A record that does not
+    decode is a reject naming its offset; the others are kept (``_decoded_apart``)."""
     control = batches.column("control").to_numpy(zero_copy_only=False)
     data = records.filter(pa.array(~control[records.column("batch").to_numpy()]))
     if data.num_rows == 0:
         return
-    try:
+
+    def decode(rows: np.ndarray) -> dict[str, pa.Table]:
+        part = data.take(pa.array(rows))
         if topic == "__consumer_offsets":
-            tables = decode_consumer_offsets(data.column("key"), data.column("value"))
-        else:
-            tables = decode_cluster_metadata(data.column("value"))
-    except ArrowKafkaError as e:
+            return decode_consumer_offsets(part.column("key"), part.column("value"))
+        return decode_cluster_metadata(part.column("value"))
+
+    parts, bad = _decoded_apart(decode, np.arange(data.num_rows))
+    for row, e in bad:
         summary.rejects += 1
-        row = {"file": [str(path)], "position": [pos], "error": [type(e).__name__],
-               "reason": [f"{topic} record: {e}"], "raw": pa.nulls(1, pa.binary())}  # fmt: skip
-        writers.write("rejects", pa.table(row, schema=REJECTS))
-        return
+        batch = int(data.column("batch")[row].as_py())
+        offset = data.column("record_offset")[row].as_py()
+        reason = f"{topic} record at offset {offset}: {getattr(e, 'reason', e)}"
+        at = pos + batches.column("position")[batch].as_py()  # its batch's
+        reject = {"file": [str(path)], "position": [at], "error": [type(e).__name__], "reason": [reason],
+                  "raw": pa.nulls(1, pa.binary())}  # fmt: skip
+        writers.write("rejects", pa.table(reject, schema=REJECTS))
+    for tables, rows in parts:
+        _write_typed(path, topic, partition, data, tables, rows, writers, summary)
+
+
+def _decoded_apart(
+    decode: Callable[[np.ndarray], dict[str, pa.Table]], rows: np.ndarray
+) -> tuple[list[tuple[dict[str, pa.Table], np.ndarray]], list[tuple[int, ArrowKafkaError]]]:
+    """``decode`` of ``rows``, or where it fails, of each half apart, down to the records that
+    fail alone -> ([(tables, the rows they hold)], [(row, its error)]): one bad record costs
+    about two decodes of the rest, not the piece."""
+    try:
+        return [(decode(rows), rows)], []
+    except ArrowKafkaError as e:
+        if len(rows) == 1:
+            return [], [(int(rows[0]), e)]
+    half = len(rows) // 2
+    a, bad_a = _decoded_apart(decode, rows[:half])
+    b, bad_b = _decoded_apart(decode, rows[half:])
+    return a + b, bad_a + bad_b
+
+
+def _write_typed(
+    path: Path,
+    topic: str,
+    partition: int | None,
+    data: pa.Table,
+    tables: dict[str, pa.Table],
+    rows: np.ndarray,
+    writers: _Writers,
+    summary: SegmentSummary,
+) -> None:
     for name, table in tables.items():
-        index = table.column("_index")
+        index = pa.array(rows[table.column("_index").to_numpy()])  # rows of ``data``
         lead = pa.table(
             {
                 "file": pa.repeat(pa.scalar(str(path)), table.num_rows),

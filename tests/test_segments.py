@@ -183,6 +183,29 @@ def test_a_zero_tail_in_the_last_piece_is_no_reject(logdir: Path, tmp_path: Path
         assert unread == (len(tail) if not rejects else 0), name
 
 
+def test_one_bad_internal_record_loses_no_other(tmp_path: Path) -> None:
+    """A __consumer_offsets record of an unknown type is a reject naming its offset; the
+    records around it, in its batch and in others, still come out typed."""
+    keys, values = offsets_records()
+    recs = [Rec(k, v, [], T0) for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)]
+    bad = Rec(struct.pack(">h", 99) + b"junk", b"\x00\x00", [], T0)
+    d = tmp_path / "in" / "__consumer_offsets-7"
+    d.mkdir(parents=True)
+    first = build(2, 0, [*recs[:2], bad, *recs[2:]])
+    (d / "00000000000000000000.log").write_bytes(first + build(2, 0, recs, offset=len(recs) + 1))
+    summary = decode_segments([d], tmp_path / "out")
+    assert summary.rejects == 1
+    (reject,) = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()
+    assert (
+        reject["position"] == 0
+        and reject["reason"] == "__consumer_offsets record at offset 2: unknown record type 99"
+    )
+    commits = pq.read_table(tmp_path / "out" / "consumer_offsets.OffsetCommit.parquet").to_pylist()
+    # the fixture's OffsetCommit records are its 1st, 2nd and 4th: here at 0, 1, 4 and 5, 6, 8
+    assert [c["record_offset"] for c in commits] == [0, 1, 4, 5, 6, 8]
+    assert summary.tables["consumer_offsets.OffsetCommit"] == 6
+
+
 def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:
     """``backup-20240115120000`` looks like ``<topic>-<partition>`` but its number is no int32."""
     d = tmp_path / "backup-20240115120000"
