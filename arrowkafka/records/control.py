@@ -9,6 +9,8 @@ message decoder, on the vendored specs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,6 +75,19 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     keys = [records.column("key")[r].as_py() for r in rows.tolist()]
     values = [records.column("value")[r].as_py() for r in rows.tolist()]
     offsets = records.column("record_offset").take(rows).to_pylist()
+    offset_of = dict(zip(rows.tolist(), offsets, strict=True))
+    input_row, position = batches.column("row").to_numpy(), batches.column("position").to_numpy()
+
+    def at(row: int, part: str) -> dict[str, Any]:
+        """Where record ``row``'s ``part`` is, for an error: its input row and batch."""
+        b = int(batch[row])
+        where = f"the control record at offset {offset_of[row]} of the batch at byte {int(position[b])}"
+        return {
+            "path": f"{where}: its {part}",
+            "message_index": int(input_row[b]),
+            "offset": int(position[b]),
+        }
+
     out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}
     raft: dict[str, tuple[list[int], list[bytes], list[int]]] = {}
     for row, key, value, offset in zip(rows.tolist(), keys, values, offsets, strict=True):
@@ -100,9 +115,7 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
                     values_.append(value)
                     versions_.append(_i(value, 0, 2))
         if error is not None and errors == "raise":
-            raise Corrupt(
-                error, path=f"records[{row}].key", message_index=int(batch[row]), message="control record"
-            )
+            raise Corrupt(error, message="control record", **at(row, "key" if " key " in error else "value"))
         out["record"].append(row)
         out["batch"].append(int(batch[row]))
         out["record_offset"].append(offset)
@@ -117,7 +130,10 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     where = {r: i for i, r in enumerate(out["record"])}
     errs = out["error"]
     for name, (rows_, values_, versions_) in raft.items():
-        tables[name], failed = _decode_spec(name, rows_, values_, versions_, errors)
+        tables[name], failed = _decode_spec(name, rows_, values_, versions_, "null")
+        if failed and errors == "raise":
+            row, reason = next(iter(failed.items()))
+            raise Corrupt(reason, message="control record", **at(row, "value"))
         for r, reason in failed.items():
             errs[where[r]] = reason
     if any(e is not None for e in errs):

@@ -21,6 +21,11 @@ def _control_batch(records: list[tuple[bytes, bytes]], offset: int = 0) -> bytes
     return rewrap_v2(batch, attributes=CONTROL)
 
 
+def _control_batch_at(batch: bytes, offset: int) -> bytes:
+    """``batch`` with its base offset set (the offset is outside the CRC)."""
+    return struct.pack(">q", offset) + batch[8:]
+
+
 def _leader_change(leader: int, voters: list[int]) -> bytes:
     table = pa.table(
         {
@@ -80,3 +85,13 @@ def test_a_bad_control_record_is_named() -> None:
     got = ak.decode_records([unknown], errors="null")
     assert got.markers.column("error").to_pylist() == ["VotersRecord version 99 is not one of 0"]
     assert got.control["VotersRecord"].num_rows == 0
+    # raised, each names the input row, the batch's byte and the record's offset
+    data = build(2, 0, [Rec(b"k", b"v", [], 1_700_000_000_000)])
+    for bad, part in ((short, "key"), (bad_lc, "value")):
+        with pytest.raises(Corrupt) as e:
+            ak.decode_records([data, data + data + _control_batch_at(bad, 51)])
+        assert (e.value.message_index, e.value.offset) == (1, 2 * len(data)), part
+        assert (
+            e.value.path
+            == f"the control record at offset 51 of the batch at byte {2 * len(data)}: its {part}"
+        )
