@@ -112,7 +112,29 @@ def portable_table(table: pa.Table) -> pa.Table:
     schema = pa.schema(
         [f.with_type(portable_type(f.type)) for f in table.schema], metadata=table.schema.metadata
     )
-    return table if schema.equals(table.schema) else table.cast(schema, safe=False)
+    if schema.equals(table.schema):
+        return table
+    for i, f in enumerate(table.schema):  # (a record's timestamps are top-level columns)
+        if pa.types.is_timestamp(f.type) and f.type.unit in _PER_MICRO:
+            table = table.set_column(i, f, _in_micros(table.column(i), _PER_MICRO[f.type.unit]))
+    return table.cast(schema, safe=False)
+
+
+_PER_MICRO = {"s": 1_000_000, "ms": 1_000}
+
+
+def _in_micros(column: pa.ChunkedArray, per: int) -> pa.ChunkedArray:
+    """Null where a timestamp is past what microseconds hold (year 294,247: a producer that
+    wrote nanoseconds where Kafka wants milliseconds, which Kafka takes), not wrapped around
+    into some other time by the cast."""
+    import pyarrow.compute as pc
+
+    raw = column.cast(pa.int64())
+    bound = (2**63 - 1) // per
+    out = pc.or_(pc.greater(raw, bound), pc.less(raw, -bound))
+    if not pc.any(out).as_py():
+        return column
+    return pc.if_else(out, pa.scalar(None, column.type), column)
 
 
 def column_name(kafka_name: str) -> str:

@@ -329,6 +329,7 @@ class _DecodeFrames:
     ) -> Iterator[pa.RecordBatch]:
         """The record tables' rows of a run's decoded tables (``traffic.records.records_of``,
         in the order the CLI takes them: the tables' order), batch ids counted per capture."""
+        from arrowkafka.schema import portable_table
         from arrowkafka.traffic.records import SOURCES, records_of
 
         names = self._names(capture, chunk)
@@ -337,6 +338,7 @@ class _DecodeFrames:
             got = records_of(tables[message], message, first_id, self.payloads, capture, names)
             next_id[capture] = first_id + got.batches.num_rows
             for name, rows in zip(RECORD_TABLES, (got.batches, got.records, got.markers), strict=True):
+                rows = portable_table(rows)  # (a time microseconds cannot hold: null, as the CLI's)
                 if rows.num_rows:
                     n = rows.num_rows
                     cols = {

@@ -44,6 +44,7 @@ class _DecodeRecords:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from arrowkafka.records import decode_records  # in the task: the driver never loads Numba
+        from arrowkafka.schema import portable_table
 
         from .columns import _slices
 
@@ -61,7 +62,8 @@ class _DecodeRecords:
                 )
                 cols = [*others.take(row).columns, struct, *got.records.drop_columns(["batch"]).columns]
             table = pa.Table.from_arrays(cols, names=self.out.names)
-            yield from table.cast(self.out).to_batches()
+            # (portable first: a time microseconds cannot hold is null, not wrapped around)
+            yield from portable_table(table).cast(self.out).to_batches()
 
 
 def decode_records_column(

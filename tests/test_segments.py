@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -204,6 +205,28 @@ def test_one_bad_internal_record_loses_no_other(tmp_path: Path) -> None:
     # the fixture's OffsetCommit records are its 1st, 2nd and 4th: here at 0, 1, 4 and 5, 6, 8
     assert [c["record_offset"] for c in commits] == [0, 1, 4, 5, 6, 8]
     assert summary.tables["consumer_offsets.OffsetCommit"] == 6
+
+
+def test_a_timestamp_past_what_microseconds_hold(tmp_path: Path) -> None:
+    """A producer that writes nanoseconds where Kafka wants milliseconds (Kafka takes them):
+    the files hold microseconds (every reader's unit), so that time is null there, not wrapped
+    around into another; decode_records keeps it as written."""
+    ns = 1_700_000_000_123_456_789
+    d = tmp_path / "in" / "clock-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(build(2, 0, [Rec(b"k", b"v", [], ns)]))
+    decode_segments([d], tmp_path / "out")
+    for table, column in (("records", "timestamp"), ("record_batches", "base_timestamp")):
+        got = pq.read_table(tmp_path / "out" / f"{table}.parquet").column(column)
+        assert got.type == pa.timestamp("us", "UTC") and got.to_pylist() == [None], table
+        assert duckdb.sql(f"SELECT {column} FROM '{tmp_path}/out/{table}.parquet'").fetchall() == [(None,)]
+    got = ak.decode_records([(d / "00000000000000000000.log").read_bytes()]).records.column("timestamp")
+    assert got.cast(pa.int64()).to_pylist() == [ns]
+    # a time microseconds hold is kept
+    (d / "00000000000000000000.log").write_bytes(build(2, 0, [Rec(b"k", b"v", [], ns // 1_000_000)]))
+    decode_segments([d], tmp_path / "again")
+    got = pq.read_table(tmp_path / "again" / "records.parquet").column("timestamp")
+    assert got.cast(pa.int64()).to_pylist() == [ns // 1_000_000 * 1000]
 
 
 def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:
