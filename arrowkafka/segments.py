@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -213,9 +214,19 @@ def _decode_file(
             keep = batches.num_rows
             cut = len(buf)  # bytes of this piece the tables account for
             stop = last
-            if keep and batches.column("partial")[keep - 1].as_py():
+            length = batches.column("batch_length")[keep - 1].as_py() if keep else None
+            # the piece cuts its last batch: a partial one, or one whose magic byte failed it
+            # before its end (its length says where it ends)
+            cut_short = keep and (
+                batches.column("partial")[keep - 1].as_py()
+                or (
+                    length is not None
+                    and length >= 5
+                    and batches.column("size")[keep - 1].as_py() < 12 + length
+                )
+            )
+            if cut_short:
                 at = int(batches.column("position")[keep - 1].as_py())
-                length = batches.column("batch_length")[keep - 1].as_py()
                 if last or length is None or pos + at + 12 + length > size:
                     summary.partial.append(str(path))  # the file ends inside this batch
                     if not last:
@@ -224,10 +235,10 @@ def _decode_file(
                 else:  # read on: the next piece starts with this batch
                     keep -= 1
                     cut = at
-            elif keep and (batches.column("batch_length")[keep - 1].as_py() or 0) < 5:
+            elif keep and (length or 0) < 5:
                 at = int(batches.column("position")[keep - 1].as_py())
-                if not np.frombuffer(buf, np.uint8)[at:].any():
-                    # zeros to the piece's end: a preallocated segment's unwritten tail (Kafka's
+                if not np.frombuffer(buf, np.uint8)[at:].any() and _zeros_to_the_end(f):
+                    # zeros to the file's end: a preallocated segment's unwritten tail (Kafka's
                     # file.preallocate), no batch: the file ends here, the rest unread
                     keep -= 1
                     summary.unread[str(path)] = size - pos - at
@@ -246,6 +257,15 @@ def _decode_file(
             pos += cut
             del got, batches  # this piece's tables go before the next piece decodes beside them
             buf = rest + f.read(max(chunk_bytes, need))
+
+
+def _zeros_to_the_end(f: BinaryIO) -> bool:
+    """Are the file's bytes from here to its end all zeros? (Read a piece at a time: a
+    preallocated segment is mostly its tail.)"""
+    while piece := f.read(CHUNK_BYTES):
+        if np.frombuffer(piece, np.uint8).any():
+            return False
+    return True
 
 
 def _write_piece(
@@ -338,34 +358,46 @@ def _typed(
             return decode_consumer_offsets(part.column("key"), part.column("value"))
         return decode_cluster_metadata(part.column("value"))
 
-    parts, bad = _decoded_apart(decode, np.arange(data.num_rows))
-    for row, e in bad:
-        summary.rejects += 1
-        batch = int(data.column("batch")[row].as_py())
-        offset = data.column("record_offset")[row].as_py()
-        reason = f"{topic} record at offset {offset}: {getattr(e, 'reason', e)}"
-        at = pos + batches.column("position")[batch].as_py()  # its batch's
-        reject = {"file": [str(path)], "position": [at], "error": [type(e).__name__], "reason": [reason],
-                  "raw": pa.nulls(1, pa.binary())}  # fmt: skip
-        writers.write("rejects", pa.table(reject, schema=REJECTS))
+    parts, bad = _decoded_apart(decode, np.arange(data.num_rows), [0])
+    rejects: dict[str, list[object]] = {name: [] for name in REJECTS.names}
+    for rows, e in bad:
+        first, final = (data.column("record_offset")[int(r)].as_py() for r in (rows[0], rows[-1]))
+        what = (
+            f"record at offset {first}"
+            if len(rows) == 1
+            else f"{len(rows)} records, offsets {first} to {final}"
+        )
+        batch = int(data.column("batch")[int(rows[0])].as_py())
+        at = pos + batches.column("position")[batch].as_py()  # the first one's batch
+        reason = f"{topic} {what}: {getattr(e, 'reason', e)}"
+        for name, value in zip(REJECTS.names, (str(path), at, type(e).__name__, reason, None), strict=True):
+            rejects[name].append(value)
+    if bad:  # (one table for the piece's: a row group each would bloat the file)
+        summary.rejects += len(bad)
+        writers.write("rejects", pa.table(rejects, schema=REJECTS))
     for tables, rows in parts:
         _write_typed(path, topic, partition, data, tables, rows, writers, summary)
 
 
+SPLIT_CALLS = 256  # decodes of a piece's typed records spent finding the ones that fail
+
+
 def _decoded_apart(
-    decode: Callable[[np.ndarray], dict[str, pa.Table]], rows: np.ndarray
-) -> tuple[list[tuple[dict[str, pa.Table], np.ndarray]], list[tuple[int, ArrowKafkaError]]]:
+    decode: Callable[[np.ndarray], dict[str, pa.Table]], rows: np.ndarray, calls: list[int]
+) -> tuple[list[tuple[dict[str, pa.Table], np.ndarray]], list[tuple[np.ndarray, ArrowKafkaError]]]:
     """``decode`` of ``rows``, or where it fails, of each half apart, down to the records that
-    fail alone -> ([(tables, the rows they hold)], [(row, its error)]): one bad record costs
-    about two decodes of the rest, not the piece."""
+    fail alone -> ([(tables, the rows they hold)], [(rows that fail, the error)]): one bad
+    record costs about two decodes of the rest, not the piece. Past ``SPLIT_CALLS`` decodes
+    (a piece of many bad records) a part that fails fails whole."""
+    calls[0] += 1
     try:
         return [(decode(rows), rows)], []
     except ArrowKafkaError as e:
-        if len(rows) == 1:
-            return [], [(int(rows[0]), e)]
+        if len(rows) == 1 or calls[0] >= SPLIT_CALLS:
+            return [], [(rows, e)]
     half = len(rows) // 2
-    a, bad_a = _decoded_apart(decode, rows[:half])
-    b, bad_b = _decoded_apart(decode, rows[half:])
+    a, bad_a = _decoded_apart(decode, rows[:half], calls)
+    b, bad_b = _decoded_apart(decode, rows[half:], calls)
     return a + b, bad_a + bad_b
 
 

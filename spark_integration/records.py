@@ -51,7 +51,8 @@ class _DecodeRecords:
         for batch in _slices(batches, self.column, 4 << 20):
             got = decode_records(batch.column(self.column), errors="null", payloads=self.payloads)
             others = pa.Table.from_batches([batch]).drop_columns([self.column])
-            batches_ = got.batches.drop_columns(["row"])
+            # (portable: a time microseconds cannot hold is null, here as in the struct below)
+            batches_ = portable_table(got.batches.drop_columns(["row"]))
             if self.what == "batches":
                 cols = [*others.take(got.batches.column("row")).columns, *batches_.columns]
             else:

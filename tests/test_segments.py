@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
+from arrowkafka import segments
 from arrowkafka.segments import decode_segments
 from tests.records.batchtools import Rec, build, rewrap_v2
 from tests.test_topics import metadata_values, offsets_records
@@ -227,6 +228,48 @@ def test_a_timestamp_past_what_microseconds_hold(tmp_path: Path) -> None:
     decode_segments([d], tmp_path / "again")
     got = pq.read_table(tmp_path / "again" / "records.parquet").column("timestamp")
     assert got.cast(pa.int64()).to_pylist() == [ns // 1_000_000 * 1000]
+
+
+def _six_batches() -> list[bytes]:
+    return [
+        build(2, 0, [Rec(b"k%d" % i, bytes(200), [], T0) for i in range(5)], offset=5 * b) for b in range(6)
+    ]
+
+
+def test_damage_where_a_piece_ends_is_read_as_inside_one(tmp_path: Path) -> None:
+    """A batch whose magic byte is damaged, or a hole of zeros, ends up the same whether a piece
+    of the file ends inside it or not: a reject of its whole bytes, and every batch after
+    it read (a hole with data after it is no preallocated tail)."""
+    parts = _six_batches()
+    bad = parts[2][:16] + b"\x82" + parts[2][17:]
+    start = len(parts[0]) + len(parts[1])
+    for name, whole, records, reason in (
+        ("magic", b"".join([*parts[:2], bad, *parts[3:]]), 25, "unknown magic 130"),
+        ("hole", b"".join([*parts[:2], bytes(4096), *parts[2:]]), 10, "batch length 0 is below"),
+    ):
+        for chunk in (len(whole), start + 40):  # one piece; a piece that ends inside the damage
+            d = tmp_path / f"{name}-{chunk}" / "orders-0"
+            d.mkdir(parents=True)
+            (d / "00000000000000000000.log").write_bytes(whole)
+            summary = decode_segments([d], tmp_path / f"out-{name}-{chunk}", chunk_bytes=chunk)
+            (reject,) = pq.read_table(tmp_path / f"out-{name}-{chunk}" / "rejects.parquet").to_pylist()
+            assert (summary.records, reject["position"]) == (records, start), (name, chunk)
+            assert reject["reason"].startswith(reason), (name, chunk)
+            if name == "magic":
+                assert reject["raw"] == bad, chunk
+
+
+def test_a_piece_of_bad_internal_records_costs_a_bounded_search(tmp_path: Path) -> None:
+    d = tmp_path / "in" / "__consumer_offsets-1"
+    d.mkdir(parents=True)
+    junk = [Rec(struct.pack(">h", 99) + b"%d" % i, b"\x00\x00", [], T0) for i in range(5000)]
+    (d / "00000000000000000000.log").write_bytes(build(2, 0, junk))
+    summary = decode_segments([d], tmp_path / "out")
+    rejects = pq.read_table(tmp_path / "out" / "rejects.parquet")
+    assert 1 < summary.rejects == rejects.num_rows <= segments.SPLIT_CALLS
+    assert pq.ParquetFile(tmp_path / "out" / "rejects.parquet").num_row_groups == 1
+    told = [int(r.split()[1]) if " records, " in r else 1 for r in rejects.column("reason").to_pylist()]
+    assert sum(told) == 5000  # every record is in one reject or another
 
 
 def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:

@@ -129,13 +129,15 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     tables: dict[str, pa.Table] = {}
     where = {r: i for i, r in enumerate(out["record"])}
     errs = out["error"]
+    failed: dict[int, str] = {}
     for name, (rows_, values_, versions_) in raft.items():
-        tables[name], failed = _decode_spec(name, rows_, values_, versions_, "null")
-        if failed and errors == "raise":
-            row, reason = next(iter(failed.items()))
-            raise Corrupt(reason, message="control record", **at(row, "value"))
-        for r, reason in failed.items():
-            errs[where[r]] = reason
+        tables[name], failed_ = _decode_spec(name, rows_, values_, versions_, "null")
+        failed.update(failed_)
+    if failed and errors == "raise":  # the first record that failed
+        row = min(failed)
+        raise Corrupt(failed[row], message="control record", **at(row, "value"))
+    for r, reason in failed.items():
+        errs[where[r]] = reason
     if any(e is not None for e in errs):
         markers = markers.set_column(
             markers.schema.get_field_index("error"), "error", pa.array(errs, pa.string())

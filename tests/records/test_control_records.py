@@ -95,3 +95,8 @@ def test_a_bad_control_record_is_named() -> None:
             e.value.path
             == f"the control record at offset 51 of the batch at byte {2 * len(data)}: its {part}"
         )
+    # of two that fail, the first is named (their specs' versions sort them otherwise)
+    two = [(struct.pack(">hh", 0, 2), b"\x00\x07"), (struct.pack(">hh", 0, 2), b"\xff\xfd")]
+    with pytest.raises(Corrupt, match="version 7 is not one of") as e:
+        ak.decode_records([_control_batch(two, 10)])
+    assert "at offset 10 " in e.value.path

@@ -227,3 +227,15 @@ def test_without_records_drops_the_record_fields_at_any_depth() -> None:
     assert _record_fields(wide) == 5 and _record_fields(bare) == 0
     a = pa.struct([pa.field("a", pa.int8())])
     assert bare.types == [pa.list_(a), pa.large_list(a), pa.list_(a, 2), pa.map_(pa.int8(), a), a]
+
+
+def test_portable_times_past_microseconds_are_null() -> None:
+    from arrowkafka.schema import portable_table
+
+    b = (2**63 - 1) // 1000  # the last millisecond microseconds hold
+    t = pa.table(
+        {"t": pa.array([b, b + 1, -b, -b - 1, None], pa.timestamp("ms", "UTC")), "n": [1, 2, 3, 4, 5]}
+    )
+    got = portable_table(t)
+    assert got.column("t").type == pa.timestamp("us", "UTC")
+    assert got.column("t").cast(pa.int64()).to_pylist() == [b * 1000, None, -b * 1000, None, None]

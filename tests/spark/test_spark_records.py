@@ -70,3 +70,21 @@ def test_segments_one_task_per_file(spark: Any, tmp_path: Path) -> None:
         .count()
     )
     assert ids == local.batches  # unique across tasks
+
+
+def test_times_past_microseconds_are_null_in_spark_rows_too() -> None:
+    """The function mapInArrow runs, without Spark: a batch of nanoseconds written as
+    milliseconds gives null times, at the top and in the nested batch struct, not wrapped."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from arrowkafka.spark.records import _DecodeRecords, _out_fields
+
+    ns = 1_700_000_000_000_000_000
+    rows = pa.record_batch({"id": pa.array([1]), "value": pa.array([build(2, 0, [Rec(b"k", b"v", [], ns)])])})
+    out = pa.schema(_out_fields([rows.schema.field("id")], "records", True))
+    (got,) = list(_DecodeRecords("value", "records", True, out)(iter([rows])))
+    assert got.column("timestamp").to_pylist() == [None]
+    for field in ("base_timestamp", "max_timestamp"):
+        assert pc.struct_field(got.column("batch"), field).to_pylist() == [None], field
+    assert got.column("key").to_pylist() == [b"k"]
