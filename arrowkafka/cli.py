@@ -35,7 +35,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from arrowkafka.errors import ArrowKafkaError
 
@@ -523,6 +523,7 @@ class _Interrupt:
 
     def __init__(self, leave: bool) -> None:
         self.previous: object = None
+        self.previous_hook: Any = None
         self.seen, self.leave = False, leave
         self.again: threading.Timer | None = None
 
@@ -533,6 +534,7 @@ class _Interrupt:
         if threading.current_thread() is threading.main_thread():
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                 it.previous = signal.signal(signal.SIGINT, it._on_sigint)
+                it.previous_hook, sys.unraisablehook = sys.unraisablehook, it._unraisable
         return it
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
@@ -540,11 +542,23 @@ class _Interrupt:
         if _in_llvm(frame):
             # a KeyboardInterrupt raised in a callback from LLVM (Numba's compiler) is swallowed
             # there and the job goes on: ask again once the stack has left it
-            self.again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
-            self.again.daemon = True
-            self.again.start()
+            self._ask_again()
             return
         raise KeyboardInterrupt
+
+    def _ask_again(self) -> None:
+        self.again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+        self.again.daemon = True
+        self.again.start()
+
+    def _unraisable(self, what: Any) -> None:
+        """An interrupt raised where Python cannot pass it on (a weakref callback, as the import
+        system's module locks have; a ``__del__``) would be printed as "Exception ignored", a
+        traceback, and lost: it is asked again instead, once the stack has left there."""
+        if isinstance(what.exc_value, KeyboardInterrupt) and self.seen:
+            self._ask_again()
+            return
+        self.previous_hook(what)
 
     def say(self) -> int:
         print("arrowkafka: interrupted", file=sys.stderr)
@@ -560,6 +574,7 @@ class _Interrupt:
             self.again.cancel()  # not asked again after the handler is gone
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
+            sys.unraisablehook = self.previous_hook
 
 
 def _reader_gone() -> int:

@@ -252,6 +252,30 @@ def test_an_interrupt_a_library_swallowed_is_still_an_interrupt(
 
 
 @pytest.mark.usefixtures("python_sigint")
+def test_an_interrupt_where_python_cannot_raise_it_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ctrl-C inside a weakref callback (the import system's module locks have one) or a
+    # __del__: Python prints "Exception ignored" and a traceback and loses it; the command
+    # must instead stop where the interrupt can be raised, and say only that it was
+    class Dropped:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+
+    def work(args: object) -> int:
+        Dropped()  # (freed at once: the interrupt lands in its __del__)
+        time.sleep(5)  # where the interrupt asked again lands
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr("arrowkafka.cli.cmd_specs", work)
+    hook = sys.unraisablehook
+    assert main(["specs"]) == 130
+    assert capsys.readouterr().err == "arrowkafka: interrupted\n"
+    assert sys.unraisablehook is hook  # put back
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_an_interrupt_inside_llvm_waits_until_the_stack_leaves_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
