@@ -103,7 +103,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
                              progress=_progress if sys.stderr.isatty() else None,
                              payloads=not getattr(args, "no_payloads", False))  # fmt: skip
     print(summary.render())
-    print(f"\nwrote {len(summary.tables)} tables, the record tables and rejects.parquet to {args.output}/")
+    control = f", {len(summary.control)} of KRaft control records" if summary.control else ""
+    tables = f"{len(summary.tables)} tables, the record tables{control} and rejects.parquet"
+    print(f"\nwrote {tables} to {args.output}/")
     if getattr(args, "report", False):
         try:
             _write_report(args.output, None)

@@ -86,9 +86,8 @@ class DecodeError(ArrowKafkaError, ValueError):
         self.size = size
         self.message = message
         self.version = version
-        super().__init__(
-            f"{reason} at {path} (message {message_index}, byte {offset}/{size}, {message} v{version})"
-        )
+        what = f"{message} v{version}" if version >= 0 else message  # (-1: no version to name)
+        super().__init__(f"{reason} at {path} (message {message_index}, byte {offset}/{size}, {what})")
 
 
 class Truncated(DecodeError):
@@ -109,4 +108,5 @@ class EncodeError(ArrowKafkaError, ValueError):
         self.row = row
         self.message = message
         self.version = version
-        super().__init__(f"{reason} at {path} (row {row}, {message} v{version})")
+        what = f"{message} v{version}" if version >= 0 else message
+        super().__init__(f"{reason} at {path} (row {row}, {what})")

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from arrowkafka.errors import ArrowKafkaError
 from arrowkafka.records import Records, decode_records
-from arrowkafka.records.tables import CONTROL_TABLES, linked_schemas
+from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
 from arrowkafka.schema import portable_table
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
@@ -64,7 +64,8 @@ class SegmentSummary:
     bytes: int = 0
     batches: int = 0
     records: int = 0
-    rejects: int = 0
+    rejects: int = 0  # rows of rejects.parquet: batches, and internal records (as counted below)
+    internal_rejects: int = 0  # records of __consumer_offsets / __cluster_metadata that did not decode
     partial: list[str] = field(default_factory=list)  # files ending inside a batch
     unread: dict[str, int] = field(default_factory=dict)  # file -> bytes after a length that cannot be walked
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
@@ -73,7 +74,7 @@ class SegmentSummary:
 
     def add(self, other: SegmentSummary) -> None:
         """Count ``other`` (another job's, a Spark task's) in."""
-        for name in ("files", "bytes", "batches", "records", "rejects"):
+        for name in ("files", "bytes", "batches", "records", "rejects", "internal_rejects"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.partial += other.partial
         self.unread.update(other.unread)
@@ -86,8 +87,11 @@ class SegmentSummary:
         lines = [
             f"{self.files} segment files, {self.bytes} bytes: {self.records} records in {self.batches}"
             f" batches ({codecs})",
-            f"rejected batches {self.rejects}",
+            f"rejected batches {self.rejects - self.internal_rejects}",
         ]
+        if self.internal_rejects:  # (in rejects.parquet too; their batches are in the tables above)
+            n = self.internal_rejects
+            lines.append(f"rejected records of internal topics {n} (not in their typed tables)")
         for f in self.partial:
             lines.append(f"{f}: ends inside a batch (kept as a partial batch row)")
         for f, n in self.unread.items():
@@ -313,14 +317,10 @@ def _write_piece(
     table = pa.Table.from_arrays([*link(markers.column("batch"), markers.num_rows), *marker_body],
                                  schema=schemas["record_markers"])  # fmt: skip
     writers.write("record_markers", table)
-    for name, control in got.control.items():  # KRaft control records, through their specs
-        control = control.filter(pc.less(control.column("record"), n_rec))
-        rec = control.column("record")
-        lead = [*link(pc.take(records.column("batch"), rec), control.num_rows),
-                pc.take(records.column("record_offset"), rec)]  # fmt: skip
-        table = pa.Table.from_arrays(
-            [*lead, *control.columns[1:]], names=[*LINK.names, "record_offset", *control.column_names[1:]]
-        )
+    # KRaft control records, through their specs, of the batches kept
+    control = {name: t.filter(pc.less(t.column("record"), n_rec)) for name, t in got.control.items()}
+    linked = linked_control(control, records, lambda b: pa.table(link(b, len(b)), schema=LINK))
+    for name, table in linked.items():
         summary.tables[CONTROL_TABLES + name] = summary.tables.get(CONTROL_TABLES + name, 0) + table.num_rows
         writers.write(CONTROL_TABLES + name, table)
     rejects = got.rejects.filter(pc.less(got.rejects.column("batch"), keep))
@@ -374,6 +374,7 @@ def _typed(
             rejects[name].append(value)
     if bad:  # (one table for the piece's: a row group each would bloat the file)
         summary.rejects += len(bad)
+        summary.internal_rejects += len(bad)
         writers.write("rejects", pa.table(rejects, schema=REJECTS))
     for tables, rows in parts:
         _write_typed(path, topic, partition, data, tables, rows, writers, summary)

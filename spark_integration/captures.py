@@ -12,7 +12,8 @@ Spark's Parquet writer, in the types the CLI's files have too (``schema.portable
 
 The records of Produce requests and Fetch (and ShareFetch) responses are decoded in stage 2
 too, by the CLI's ``traffic.records.records_of``, into three more struct columns of the same
-wide rows (``record_batches``, ``records``, ``record_markers``), as the CLI's job would:
+wide rows (``record_batches``, ``records``, ``record_markers``, and one per KRaft control record
+spec, ``record_control.LeaderChangeMessage`` ...), as the CLI's job would:
 
 - Topic ids (Fetch v13+) are named by the capture's Metadata and CreateTopics responses. The
   CLI learns names a 32 MB chunk at a time, from the chunks read so far, this one included; so
@@ -90,6 +91,8 @@ class CaptureSummary:
     record_batches: int = 0
     records: int = 0
     record_rejects: int = 0
+    # KRaft control records written, per table (``record_control.LeaderChangeMessage`` ...)
+    control: dict[str, int] = field(default_factory=dict)
 
 
 def _spark_fields(schema: pa.Schema) -> list[pa.Field]:
@@ -109,7 +112,7 @@ def _frames_type() -> pa.Schema:
 def _decoded_type(specs: Any, messages: Sequence[str], records: bool, payloads: bool) -> pa.Schema:
     from arrowkafka.schema import without_records
     from arrowkafka.traffic import FRAME_COLUMNS, REJECT_SCHEMA
-    from arrowkafka.traffic.records import record_schemas
+    from arrowkafka.traffic.records import control_schemas, record_schemas
     from arrowkafka.traffic.topic_names import named_schema
 
     def kept(message: str) -> pa.Schema:  # no payloads: no ``records`` fields, as the CLI writes them
@@ -123,6 +126,8 @@ def _decoded_type(specs: Any, messages: Sequence[str], records: bool, payloads: 
         capture = [pa.field(_CAPTURE, pa.string())]
         schemas = record_schemas(payloads)
         structs += [pa.field(t, pa.struct(_spark_fields(schemas[t]))) for t in RECORD_TABLES]
+        # KRaft control records (a controller's Fetch of the metadata log), a struct per spec
+        structs += [pa.field(t, pa.struct(_spark_fields(s))) for t, s in control_schemas().items()]
     head = [pa.field(_MESSAGE, pa.string()), *capture]
     return pa.schema([*head, *_spark_fields(FRAME_COLUMNS), *structs, reject])
 
@@ -329,6 +334,7 @@ class _DecodeFrames:
     ) -> Iterator[pa.RecordBatch]:
         """The record tables' rows of a run's decoded tables (``traffic.records.records_of``,
         in the order the CLI takes them: the tables' order), batch ids counted per capture."""
+        from arrowkafka.records.tables import CONTROL_TABLES
         from arrowkafka.schema import portable_table
         from arrowkafka.traffic.records import SOURCES, records_of
 
@@ -337,7 +343,9 @@ class _DecodeFrames:
             first_id = next_id.get(capture, 0)
             got = records_of(tables[message], message, first_id, self.payloads, capture, names)
             next_id[capture] = first_id + got.batches.num_rows
-            for name, rows in zip(RECORD_TABLES, (got.batches, got.records, got.markers), strict=True):
+            tables_of = {**dict(zip(RECORD_TABLES, (got.batches, got.records, got.markers), strict=True)),
+                         **{CONTROL_TABLES + name: rows for name, rows in got.control.items()}}  # fmt: skip
+            for name, rows in tables_of.items():
                 rows = portable_table(rows)  # (a time microseconds cannot hold: null, as the CLI's)
                 if rows.num_rows:
                     n = rows.num_rows
@@ -386,7 +394,8 @@ def decoded_frames(
     ``messages`` (null outside that type's rows) and ``_reject`` (set, alone, on rejects).
 
     ``records=True`` (this runs a small job first, for the topic names) adds ``_capture`` and a
-    struct column per record table (``record_batches``, ``records``, ``record_markers``):
+    struct column per record table (``record_batches``, ``records``, ``record_markers`` and the
+    ``record_control.<Spec>`` tables of KRaft control records):
     one row per batch, record or marker, whose ``_message`` names its table and ``_capture``
     its capture; a batch that does not decode is a ``_reject`` row whose ``_message`` is
     ``_record_rejects``. Batch ids count from 0 in each capture (``decode_captures`` offsets
@@ -440,7 +449,8 @@ def decode_captures(
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
-    and ``record_markers.parquet`` (``payloads=False``: as the CLI's ``--no-payloads``, no
+    and ``record_markers.parquet``, and ``record_control.<Spec>.parquet`` where KRaft control
+    records were found (``payloads=False``: as the CLI's ``--no-payloads``, no
     record bytes anywhere: no keys and values, no ``records`` fields in the message tables, no
     raw bytes in rejects), each a folder of
     Parquet parts as Spark writes them, with the CLI's columns and rows in Spark's types. Batch
@@ -470,6 +480,7 @@ def decode_captures(
     finally:
         frames.unpersist()
     try:
+        from arrowkafka.records.tables import CONTROL_TABLES
         from arrowkafka.traffic import TABLE_COLUMNS
 
         counts: dict[str | None, int] = {}
@@ -482,6 +493,8 @@ def decode_captures(
         summary.record_batches = counts.get(RECORD_TABLES[0], 0)
         summary.records = counts.get(RECORD_TABLES[1], 0)
         summary.record_rejects = counts.get(_RECORD_REJECT, 0)
+        control = sorted(m for m in counts if m and m.startswith(CONTROL_TABLES))
+        summary.control = {m: counts[m] for m in control}
         summary.tables = {m: counts.get(m, 0) for m in messages if counts.get(m, 0)}
         summary.rows = sum(summary.tables.values())
         jobs = {
@@ -489,7 +502,7 @@ def decode_captures(
             for m in summary.tables
         }
         jobs["rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")
-        jobs.update(_record_jobs(spark, decoded, batches))
+        jobs.update(_record_jobs(spark, decoded, batches, (*RECORD_TABLES, *control)))
         with _conf_lock:
             key = "spark.sql.parquet.outputTimestampType"
             before = spark.conf.get(key)
@@ -516,8 +529,10 @@ def decode_captures(
 _MAP_CAPTURES = 1024
 
 
-def _record_jobs(spark: SparkSession, decoded: DataFrame, batches: dict[str, int]) -> dict[str, DataFrame]:
-    """The record tables to write, from ``decoded``'s rows, each capture's batch ids moved
+def _record_jobs(
+    spark: SparkSession, decoded: DataFrame, batches: dict[str, int], tables: Sequence[str]
+) -> dict[str, DataFrame]:
+    """The record ``tables`` to write, from ``decoded``'s rows, each capture's batch ids moved
     past those of the captures before it (by URI), as the CLI counts them through its list."""
     from pyspark.sql import functions as F
 
@@ -526,7 +541,7 @@ def _record_jobs(spark: SparkSession, decoded: DataFrame, batches: dict[str, int
         offsets.append((capture, total))
         total += batches[capture]
     jobs = {}
-    for name in RECORD_TABLES:
+    for name in tables:
         rows = decoded.where(F.col(_MESSAGE) == name)
         fields = decoded.select(f"`{name}`.*").columns
         cols = [F.col(f"`{name}`.`{f}`") for f in fields]

@@ -270,6 +270,10 @@ def test_a_piece_of_bad_internal_records_costs_a_bounded_search(tmp_path: Path) 
     assert pq.ParquetFile(tmp_path / "out" / "rejects.parquet").num_row_groups == 1
     told = [int(r.split()[1]) if " records, " in r else 1 for r in rejects.column("reason").to_pylist()]
     assert sum(told) == 5000  # every record is in one reject or another
+    # the summary tells them from rejected batches: none of those
+    assert summary.internal_rejects == summary.rejects
+    said = summary.render()
+    assert "rejected batches 0\n" in said and f"internal topics {summary.rejects} (" in said
 
 
 def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> None:

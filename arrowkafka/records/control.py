@@ -19,7 +19,14 @@ from arrowkafka.api import default_specs
 from arrowkafka.assembly.arrays import bits, empty_table
 from arrowkafka.errors import Corrupt
 
-__all__ = ["CONTROL_TYPES", "MARKERS_SCHEMA", "SPECS", "decode_control", "kraft_value_errors"]
+__all__ = [
+    "CONTROL_TYPES",
+    "MARKERS_SCHEMA",
+    "SPECS",
+    "control_schema",
+    "decode_control",
+    "kraft_value_errors",
+]
 
 CONTROL_TYPES = {
     0: "ABORT",
@@ -145,6 +152,12 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
     return markers, tables
 
 
+def control_schema(name: str) -> pa.Schema:
+    """The schema of ``decode_records``' table of KRaft control records of spec ``name``:
+    ``record`` (its row in the records table), then the spec's all-versions columns."""
+    return pa.schema([pa.field("record", pa.int64(), nullable=False), *default_specs().arrow_schema(name)])
+
+
 def kraft_value_errors(name: str, rows: list[int], values: list[bytes]) -> dict[int, str]:
     """{row: why} for KRaft control record values of spec ``name`` that ``decode_records``
     would refuse (each value read in the version its first int16 names): the encoder's check."""
@@ -180,6 +193,6 @@ def _decode_spec(
     if failed and errors == "raise":
         row, reason = next(iter(failed.items()))
         raise Corrupt(reason, path=f"records[{row}].value", message="control record")
-    schema = pa.schema([pa.field("record", pa.int64(), nullable=False), *specs.arrow_schema(name)])
+    schema = control_schema(name)
     # (from_batches: empty_table has no way to build an empty array of an extension type)
     return (pa.concat_tables(parts).cast(schema) if parts else pa.Table.from_batches([], schema)), failed

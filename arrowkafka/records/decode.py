@@ -413,5 +413,5 @@ def _error(
         offset=at,
         size=int(ends[row] - starts[row]),
         message=tables.FORMATS.get(magic, "records"),
-        version=magic,
+        version=magic if magic in tables.FORMATS else -1,  # (an unknown magic is no format's version)
     )

@@ -127,9 +127,9 @@ def _array(t: pa.Table, name: str, table: str = "") -> pa.Array | None:
 
 
 def _err(reason: str, table: str, row: int, field: str, magic: int = -1) -> EncodeError:
-    return EncodeError(
-        reason, path=f"{table}[{row}].{field}", row=row, message=FORMATS.get(magic, "records"), version=magic
-    )
+    known = magic in FORMATS  # (an unknown magic is no format's version)
+    return EncodeError(reason, path=f"{table}[{row}].{field}", row=row, message=FORMATS.get(magic, "records"),
+                       version=magic if known else -1)  # fmt: skip
 
 
 def _column_err(reason: str, table: str, name: str) -> EncodeError:

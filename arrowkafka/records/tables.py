@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from arrowkafka.assembly import blocks
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
 from arrowkafka.kernels import records as k
 from arrowkafka.records.codecs import CODECS
-from arrowkafka.records.control import MARKERS_SCHEMA
+from arrowkafka.records.control import MARKERS_SCHEMA, SPECS, control_schema
 
 __all__ = [
     "BATCHES_SCHEMA",
@@ -25,6 +27,8 @@ __all__ = [
     "RecordColumns",
     "TIMESTAMP_TYPES",
     "batches_table",
+    "linked_control",
+    "linked_control_schemas",
     "rejects_table",
 ]
 
@@ -113,6 +117,38 @@ def linked_schemas(link: list[pa.Field], payloads: bool = True) -> dict[str, pa.
             [*link, *(f for f in MARKERS_SCHEMA if f.name not in ("record", "batch"))]
         ),
     }
+
+
+def linked_control(
+    control: dict[str, pa.Table], records: pa.Table, link: Callable[[pa.Array], pa.Table]
+) -> dict[str, pa.Table]:
+    """``decode_records``' KRaft control tables as a job writes them (``CONTROL_TABLES``): each
+    row's ``record`` index turned into its batch's link columns (``link`` of the batch indices,
+    as the job links its records) and its ``record_offset``, then the spec's columns."""
+    out = {}
+    for name, table in control.items():
+        rec = table.column("record")
+        lead = link(pc.take(records.column("batch"), rec))
+        own = table.drop_columns(_NOT_LINKED)
+        out[name] = pa.Table.from_arrays(
+            [*lead.columns, pc.take(records.column("record_offset"), rec), *own.columns],
+            names=[*lead.column_names, "record_offset", *own.column_names],
+        )
+    return out
+
+
+# what a linked control table leaves out of decode_records' own: the record's row, and the
+# version its value was read at, which is its ``version`` field (each value names its own, and
+# a capture's link columns have a ``_version`` of their own: the frame's)
+_NOT_LINKED = ["record", "_version"]
+
+
+def linked_control_schemas(link: list[pa.Field]) -> dict[str, pa.Schema]:
+    """The schemas of ``linked_control``'s tables, of every KRaft control spec, by the names a
+    job writes them under (``record_control.LeaderChangeMessage`` ...)."""
+    offset = pa.field("record_offset", pa.int64(), nullable=False)
+    own = {n: [f for f in control_schema(n) if f.name not in _NOT_LINKED] for n in SPECS.values()}
+    return {CONTROL_TABLES + n: pa.schema([*link, offset, *fields]) for n, fields in own.items()}
 
 
 def _validity(mask: np.ndarray) -> pa.Buffer | None:

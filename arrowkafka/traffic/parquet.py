@@ -103,6 +103,9 @@ def decode_capture(
                     held["record_markers"].append(rt.markers)
                     for name, table in rt.control.items():
                         held[CONTROL_TABLES + name].append(table)
+                        summary.control[CONTROL_TABLES + name] = (
+                            summary.control.get(CONTROL_TABLES + name, 0) + table.num_rows
+                        )
                     held["rejects"].append(rt.rejects)  # (no payloads: decode_records kept no raw bytes)
             if not payloads:  # the record batches in the message tables hold keys and values
                 tables = {m: [without_payloads(t) for t in parts] for m, parts in tables.items()}

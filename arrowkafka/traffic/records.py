@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.records import decode_records
-from arrowkafka.records.tables import linked_schemas
+from arrowkafka.records.tables import linked_control, linked_control_schemas, linked_schemas
 from arrowkafka.schema import without_records
 from arrowkafka.traffic.columns import CAPTURE, REJECT_SCHEMA
 
 __all__ = [
     "SOURCES",
     "RecordTables",
+    "control_schemas",
     "record_schemas",
     "records_of",
     "without_payloads",
@@ -59,6 +60,12 @@ LINK = pa.schema(
 def record_schemas(payloads: bool = True) -> dict[str, pa.Schema]:
     """The schemas of the three record tables a capture job writes."""
     return linked_schemas(list(LINK), payloads)
+
+
+def control_schemas() -> dict[str, pa.Schema]:
+    """The schemas of the KRaft control record tables a capture job writes where it finds such
+    records (``record_control.LeaderChangeMessage`` ...)."""
+    return linked_control_schemas(list(LINK))
 
 
 @dataclass
@@ -140,15 +147,7 @@ def records_of(
     marker_link = batch_link.take(got.markers.column("batch"))
     markers = _join(marker_link, got.markers.drop_columns(["record", "batch"]), schemas["record_markers"])
     rejects = _rejects(got.rejects, batch_link.take(got.rejects.column("batch")), message, capture)
-    control = {}
-    for name, table in got.control.items():
-        rec = table.column("record")
-        lead = batch_link.take(pc.take(rec_batch, rec)).append_column(
-            "record_offset", pc.take(got.records.column("record_offset"), rec)
-        )
-        control[name] = pa.Table.from_arrays(
-            [*lead.columns, *table.columns[1:]], names=[*lead.column_names, *table.column_names[1:]]
-        )
+    control = linked_control(got.control, got.records, batch_link.take)
     return RecordTables(batches, records, markers, rejects, control)
 
 

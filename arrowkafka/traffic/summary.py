@@ -67,6 +67,8 @@ class Summary:
     record_batches: int = 0
     records: int = 0
     record_rejects: int = 0
+    # KRaft control records written (a controller's Fetch of the metadata log), per table
+    control: dict[str, int] = field(default_factory=dict)
 
     def latencies(self, api: str, version: int) -> np.ndarray:
         """Every response's latency (ns) for an API and version, in capture order."""
@@ -107,6 +109,9 @@ class Summary:
         if self.record_batches:
             lines.append(f"records {self.records} in {self.record_batches} batches"
                          f" ({self.record_rejects} batches rejected)")  # fmt: skip
+        if self.control:
+            counts = ", ".join(f"{t} {n}" for t, n in sorted(self.control.items()))
+            lines.append(f"KRaft control records: {counts}")
         return "\n".join(lines)
 
 

@@ -146,8 +146,9 @@ def test_forged_fields_are_named(patch, reason: str) -> None:  # type: ignore[no
 
 def test_unknown_magic_and_short_lengths() -> None:
     batch, _ = _v2_records(RECS[:2])
-    with pytest.raises(Corrupt, match="unknown magic 7"):
+    with pytest.raises(Corrupt, match="unknown magic 7") as raised:
         ak.decode_records([batch[:16] + b"\x07" + batch[17:]])
+    assert str(raised.value).endswith(", records)")  # no format, so no version of one (not "v7")
     short = struct.pack(">qi", 0, 30) + bytes(30)
     short = short[:16] + b"\x02" + short[17:]
     with pytest.raises(Corrupt, match="batch length 30 is below the 49 bytes"):

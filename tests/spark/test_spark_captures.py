@@ -19,6 +19,7 @@ from arrowkafka.cli import main
 from arrowkafka.spark import decode_captures, spark_arrow_type
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
+from tests.traffic.capwriters import controller_fetch_capture
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore")]
 
@@ -104,8 +105,9 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Chunks of 16 KB and Arrow batches of 50 rows (a chunk's frames over several batches, its
-    topic names learned chunk by chunk), a damaged batch, no payloads, and batch id offsets by
-    the join that many captures take: still the CLI's tables."""
+    topic names learned chunk by chunk), a damaged batch, no payloads, a controller's Fetch of
+    KRaft control records, and batch id offsets by the join that many captures take: still
+    the CLI's tables."""
     monkeypatch.setattr("arrowkafka.spark.captures._MAP_CAPTURES", 0)
     specs = ak.load_specs()
     noida = SHARED / "captures" / "noida_kafka_python.pcap"
@@ -116,7 +118,9 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     at = pcap.index(records) + 100  # inside the batch's compressed records: its CRC fails
     damaged = tmp_path / "damaged.pcap"
     damaged.write_bytes(pcap[:at] + bytes([pcap[at] ^ 0xFF]) + pcap[at + 1 :])
-    paths = sorted([str(damaged), str(SHARED / "captures" / "tansu_confluent.pcap")])
+    controller = tmp_path / "controller.pcap"
+    controller.write_bytes(controller_fetch_capture(SHARED))
+    paths = sorted([str(damaged), str(SHARED / "captures" / "tansu_confluent.pcap"), str(controller)])
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
@@ -130,7 +134,12 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     assert (summary.frames_in, summary.rows, summary.rejects) == (cli.frames_in, cli.rows, cli.rejects)
     assert (summary.record_batches, summary.records, summary.record_rejects) == (
         cli.record_batches, cli.records, 1)  # fmt: skip
-    assert_same_tables(tmp_path / "spark", tmp_path / "cli")
+    assert summary.control == cli.control == {
+        "record_control.LeaderChangeMessage": 1, "record_control.VotersRecord": 1}  # fmt: skip
+    written = assert_same_tables(tmp_path / "spark", tmp_path / "cli")
+    assert "record_control.VotersRecord.parquet" in written
+    (voters,) = pq.read_table(tmp_path / "spark" / "record_control.VotersRecord.parquet").to_pylist()
+    assert voters["voters"][0]["voter_directory_id"] == bytes(range(16))  # a uuid, as its 16 bytes
     got = pq.read_table(tmp_path / "spark" / "records.parquet")
     assert "key" not in got.column_names and "value_size" in got.column_names
     rejects = pq.read_table(tmp_path / "spark" / "rejects.parquet").to_pylist()

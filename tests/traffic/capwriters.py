@@ -13,9 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
+import arrowkafka as ak
 from arrowkafka.traffic import CaptureStats, KafkaFrame, capture_frames
 from arrowkafka.traffic.frames import FrameItem
 from arrowkafka.traffic.pcap import CaptureReader, Packet
+from tests.records.batchtools import Rec, build, rewrap_v2
 
 ETH, SLL, SLL2, NULL, LOOP, RAW = 1, 113, 276, 0, 108, 101
 
@@ -39,6 +43,63 @@ def write_pcap(
         frac = ns if nanos else ns // 1000
         out.append(struct.pack(order + "IIII", sec, frac, len(p.data), p.orig_len) + p.data)
     return b"".join(out)
+
+
+def conversation(
+    frames: Sequence[tuple[bool, bytes]], *, client: int = 40000, broker: int = 9092, t0_ns: int = 10**18
+) -> list[Packet]:
+    """One TCP connection over Ethernet/IPv4 on 127.0.0.1, handshake to FIN, carrying
+    ``frames`` (to the broker?, size-prefixed Kafka frame) one segment each, 1 ms apart."""
+    seq = {True: 1000, False: 5000}  # each side's next sequence number
+
+    def packet(to_broker: bool, flags: int, payload: bytes, at: int) -> Packet:
+        sport, dport = (client, broker) if to_broker else (broker, client)
+        tcp = struct.pack("!HHIIBBHHH", sport, dport, seq[to_broker], seq[not to_broker], 5 << 4, flags,
+                          65535, 0, 0) + payload  # fmt: skip
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0,
+                         b"\x7f\0\0\x01", b"\x7f\0\0\x01") + tcp  # fmt: skip
+        seq[to_broker] = (seq[to_broker] + len(payload) + (1 if flags & 0x03 else 0)) % 2**32
+        data = b"\0" * 12 + b"\x08\x00" + ip
+        return Packet(t0_ns + at * 1_000_000, ETH, data, len(data))
+
+    SYN, FIN, ACK, PSH = 0x02, 0x01, 0x10, 0x08
+    out = [packet(True, SYN, b"", 0), packet(False, SYN | ACK, b"", 1), packet(True, ACK, b"", 2)]
+    for i, (to_broker, frame) in enumerate(frames):
+        out.append(packet(to_broker, PSH | ACK, frame, 3 + i))
+    n = 3 + len(frames)
+    out += [packet(True, FIN | ACK, b"", n), packet(False, FIN | ACK, b"", n + 1)]
+    return out
+
+
+def controller_fetch_capture(shared: Path) -> bytes:
+    """A pcap of a controller's Fetch of the KRaft metadata log: a FetchRequest v12 (the shared
+    vector's body, correlation id 7) and its FetchResponse v12, whose ``__cluster_metadata``
+    partition 0 holds a control batch at offset 41 (LEADER_CHANGE, leader 3; KRAFT_VOTERS,
+    voter 3 with a directory id) and a batch of two records at 43."""
+    change = pa.table({"version": pa.array([0], pa.int16()), "leader_id": pa.array([3], pa.int32()),
+                       "voters": [[{"voter_id": 3}]], "granting_voters": [[{"voter_id": 3}]]})  # fmt: skip
+    voters = pa.Table.from_pylist([{"version": 0, "voters": [{
+        "voter_id": 3, "voter_directory_id": bytes(range(16)),
+        "endpoints": [{"name": "CONTROLLER", "host": "localhost", "port": 9093}],
+        "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1}}]}])  # fmt: skip
+    control = [
+        Rec(struct.pack(">hh", 0, 2), ak.encode(change, "LeaderChangeMessage", 0)[0].as_py(), [], 0),
+        Rec(struct.pack(">hh", 0, 6), ak.encode(voters, "VotersRecord", 0)[0].as_py(), [], 0),
+    ]
+    batches = rewrap_v2(build(2, 0, control, offset=41), attributes=0x20) + build(
+        2, 0, [Rec(b"k", b"v1", [], 5), Rec(None, b"v2", [("h", b"x")], 6)], offset=43
+    )
+    topic = {"topic": "__cluster_metadata", "partitions": [{"partition_index": 0, "records": batches}]}
+    response = pa.Table.from_pylist(
+        [{"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [topic]}]
+    )
+    body = ak.encode(response, "FetchResponse", 12)[0].as_py()
+    request = struct.pack(">hhih", 1, 12, 7, 10) + b"controller" + b"\0"
+    request += (shared / "vectors" / "fetch_request_v12.bin").read_bytes()
+    answer = struct.pack(">i", 7) + b"\0" + body
+    frames = [(True, request), (False, answer)]
+    frames = [(to_broker, struct.pack(">i", len(f)) + f) for to_broker, f in frames]
+    return write_pcap(conversation(frames))
 
 
 def _block(order: str, btype: int, body: bytes) -> bytes:

@@ -16,11 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
+from arrowkafka.cli import main
 from arrowkafka.traffic.columns import TABLE_COLUMNS
 from arrowkafka.traffic.parquet import decode_capture
 from arrowkafka.traffic.records import records_of
 from arrowkafka.traffic.topic_names import learn_topic_names, name_topics, named_schema
 from tests.records.batchtools import Rec, build, rewrap_v2
+from tests.traffic.capwriters import controller_fetch_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ("tansu_confluent", "noida_kafka_python", "kafka091_legacy")
@@ -170,6 +172,40 @@ def test_kraft_control_records_in_a_fetch_response() -> None:
         "10.0.0.1:5000", 7, "__cluster_metadata", 0)  # fmt: skip
     assert (row["batch_id"], row["record_offset"], row["leader_id"]) == (5, 41, 3)
     assert got.markers.column("type").to_pylist() == ["LEADER_CHANGE"]
+
+
+def test_kraft_control_records_of_a_capture_are_written(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A controller's Fetch of the metadata log, captured: the command writes its KRaft control
+    records to ``record_control.<Spec>`` tables, each row linked to its frame, partition, batch
+    and record offset; the markers and data records come out as ever."""
+    capture = tmp_path / "controller.pcap"
+    capture.write_bytes(controller_fetch_capture(shared))
+    out = tmp_path / "out"
+    assert main(["decode", str(capture), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert (
+        "KRaft control records: record_control.LeaderChangeMessage 1, record_control.VotersRecord 1" in said
+    )
+    assert "the record tables, 2 of KRaft control records and rejects.parquet" in said
+    written = sorted(p.name for p in out.glob("record_control.*"))
+    assert written == ["record_control.LeaderChangeMessage.parquet", "record_control.VotersRecord.parquet"]
+    (change,) = pq.read_table(out / written[0]).to_pylist()
+    assert (change["_client"], change["_broker"], change["_correlation_id"], change["_version"]) == (
+        "127.0.0.1:40000", "127.0.0.1:9092", 7, 12)  # fmt: skip
+    assert (change["topic"], change["partition"], change["batch_id"], change["record_offset"]) == (
+        "__cluster_metadata", 0, 0, 41)  # fmt: skip
+    assert change["leader_id"] == 3 and [v["voter_id"] for v in change["voters"]] == [3]
+    (voters,) = pq.read_table(out / written[1]).to_pylist()
+    assert (voters["batch_id"], voters["record_offset"]) == (0, 42)
+    (voter,) = voters["voters"]
+    assert voter["voter_directory_id"] == bytes(range(16)) and voter["endpoints"][0]["port"] == 9093
+    markers = pq.read_table(out / "record_markers.parquet").column("type").to_pylist()
+    assert markers == ["LEADER_CHANGE", "KRAFT_VOTERS"]
+    records = pq.read_table(out / "records.parquet").to_pylist()
+    assert [(r["batch_id"], r["record_offset"]) for r in records] == [(0, 41), (0, 42), (1, 43), (1, 44)]
+    assert [r["value"] for r in records if r["batch_id"] == 1] == [b"v1", b"v2"]
 
 
 def test_a_group_whose_every_body_was_rejected() -> None:
