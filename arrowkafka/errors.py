@@ -109,4 +109,5 @@ class EncodeError(ArrowKafkaError, ValueError):
         self.message = message
         self.version = version
         what = f"{message} v{version}" if version >= 0 else message
-        super().__init__(f"{reason} at {path} (row {row}, {what})")
+        where = f"row {row}, {what}" if row >= 0 else what  # (-1: a whole column's mistake)
+        super().__init__(f"{reason} at {path} ({where})")

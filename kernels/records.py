@@ -111,6 +111,10 @@ R_INNER_CRC = 15  # an inner message whose CRC-32 does not check (d1 stored, d2 
 R_DECOMPRESS = 16  # set by the caller: the codec refused the region
 R_TOO_BIG = 17  # set by the caller: the region decompresses past the cap (d1 cap)
 R_NO_VALUE = 18  # a compressed wrapper whose value is null
+R_OFFSET_RANGE = 19  # a record's base offset + offset delta passes int64 (d1 delta)
+R_TS_RANGE = 20  # a record's base timestamp + timestamp delta passes int64 (d1 delta)
+I64_MAX = 2**63 - 1
+I64_MIN = -(2**63)
 FULL = -1  # not an error: the batch does not fit what is left of the columns (walk_records)
 
 # attributes
@@ -802,6 +806,16 @@ def _walk_v2(
         nh, pos, err = _length(buf, pos, rend, 0)  # no more headers than bytes left: a bounded loop
         if err != OK:
             return _fail_at(hdr, b, err, at, nh, rend - pos)
+        # base + delta past int64 would wrap into another offset or time: checked before adding,
+        # which holds in Python too (NUMBA_DISABLE_JIT), where numpy warns as it wraps
+        if (off_delta > 0 and base_offset > I64_MAX - off_delta) or (
+            off_delta < 0 and base_offset < I64_MIN - off_delta
+        ):
+            return _fail_at(hdr, b, R_OFFSET_RANGE, rec_start, off_delta, 0)
+        if not log_append and (
+            (ts_delta > 0 and base_ts > I64_MAX - ts_delta) or (ts_delta < 0 and base_ts < I64_MIN - ts_delta)
+        ):
+            return _fail_at(hdr, b, R_TS_RANGE, rec_start, ts_delta, 0)
         ts = max_ts if log_append else base_ts + ts_delta
         # (written out here and in the other walk: a helper taking the columns costs a
         # reference count per array per record, 3x the walk's time: see _record_note)

@@ -113,7 +113,17 @@ def as_bodies(bodies: Any) -> pa.Array:
             f"message bodies must be a sequence of bytes or a binary array, not one {type(bodies).__name__}"
             " object (wrap it in a list)"
         )
-    values = list(bodies)
+    if isinstance(bodies, np.ndarray) and bodies.dtype.kind in "SU":  # fixed width: lengths are lost
+        raise TypeError(
+            f"message bodies cannot be a numpy array of dtype {bodies.dtype}: numpy drops each value's"
+            " trailing zero bytes; give a list of bytes or a binary array"
+        )
+    try:
+        values = list(bodies)
+    except TypeError:
+        raise TypeError(
+            f"message bodies must be a sequence of bytes or a binary array, not {type(bodies).__name__}"
+        ) from None
     for i, v in enumerate(values):  # bytes-like (the buffer protocol) or None: an int n is not n bytes
         if v is not None and not isinstance(v, bytes):
             try:
@@ -136,6 +146,9 @@ def _input(bodies: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ends = offsets[1:].astype(np.int64)
     if n and (starts[0] < 0 or ends[-1] > data.size or np.any(ends < starts)):
         raise ValueError("binary array offsets point outside its data")
+    if bodies.null_count:  # Arrow lets a null's slot span bytes (pc.if_else leaves some): not its value
+        nulls = bodies.is_null().to_numpy(zero_copy_only=False)
+        ends[nulls] = starts[nulls]
     return data, starts, ends
 
 

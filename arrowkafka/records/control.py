@@ -71,8 +71,11 @@ def _true(column: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate([np.zeros(0, np.uint8), *(bits(arr) for arr in true.chunks)]).astype(bool)
 
 
-def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[pa.Table, dict[str, pa.Table]]:
-    """(markers, {spec name: table}) for the records of control batches."""
+def decode_control(
+    records: pa.Table, batches: pa.Table, errors: str, sizes: np.ndarray | None = None
+) -> tuple[pa.Table, dict[str, pa.Table]]:
+    """(markers, {spec name: table}) for the records of control batches; ``sizes`` (each input
+    element's bytes) only completes what an error says."""
     control = _true(batches.column("control"))
     if not control.any():
         return empty_table(MARKERS_SCHEMA), {}
@@ -93,6 +96,7 @@ def decode_control(records: pa.Table, batches: pa.Table, errors: str) -> tuple[p
             "path": f"{where}: its {part}",
             "message_index": int(input_row[b]),
             "offset": int(position[b]),
+            "size": 0 if sizes is None else int(sizes[input_row[b]]),  # (the input element's)
         }
 
     out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}

@@ -60,6 +60,8 @@ _REASONS = {
     k.R_INNER_CRC: "an inner message's CRC-32 mismatch: stored {d1:#010x}, computed {d2:#010x}",
     k.R_TOO_BIG: "the records decompress to more than {d1} bytes (max_uncompressed)",
     k.R_NO_VALUE: "a compressed wrapper message whose value is null",
+    k.R_OFFSET_RANGE: "a record whose offset delta {d1} takes the base offset past int64",
+    k.R_TS_RANGE: "a record whose timestamp delta {d1} takes the base timestamp past int64",
 }
 
 
@@ -123,6 +125,8 @@ def decode_records(
     """
     if errors not in ("raise", "null"):
         raise ValueError(f"errors must be 'raise' or 'null', not {errors!r}")
+    if isinstance(max_uncompressed, bool) or not isinstance(max_uncompressed, (int, np.integer)):
+        raise TypeError(f"max_uncompressed must be an int (bytes), not {type(max_uncompressed).__name__}")
     if not 0 < max_uncompressed <= OFFSETS_LIMIT:
         raise ValueError(f"max_uncompressed must be between 1 and {OFFSETS_LIMIT} (int32 Arrow offsets)")
     data, starts, ends = byte_ranges(records)
@@ -161,7 +165,7 @@ def decode_records(
     markers: pa.Table = _EMPTY_MARKERS
     control: dict[str, pa.Table] = {}
     if (((hdr[k.H_ATTR] & k.ATTR_CONTROL) != 0) & (hdr[k.H_MAGIC] == 2)).any():
-        markers, control = decode_control(recs, batches, errors)
+        markers, control = decode_control(recs, batches, errors, ends - starts)
     if not payloads:
         recs = recs.drop_columns(["key", "value"])
     return Records(batches, recs, rejects, markers, control)

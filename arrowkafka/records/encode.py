@@ -431,7 +431,8 @@ class _Records:
         if not count.any():
             return
         items = arr.values
-        if not pa.types.is_struct(items.type) or items.type.get_field_index("key") < 0:
+        fields = ("key", "value")  # (a struct with ``Value`` or ``val`` is a mistake, not null values)
+        if not pa.types.is_struct(items.type) or any(items.type.get_field_index(f) < 0 for f in fields):
             raise _column_err(
                 f"headers of {items.type} (needs struct<key string, value binary>)", "records", "headers"
             )
@@ -459,10 +460,7 @@ class _Records:
                         else ("a null header key", j, where + ".key")
                     )
                 )
-        if items.type.get_field_index("value") < 0:
-            v_at, v_len = np.zeros(len(items), np.int64), np.full(len(items), -1, np.int64)
-        else:
-            self.hv_data, v_at, v_len = _binary(items.field("value"), "records", "headers.value")
+        self.hv_data, v_at, v_len = _binary(items.field("value"), "records", "headers.value")
         self.hdrs = (np.ascontiguousarray(k_at), k_len, np.ascontiguousarray(v_at), v_len)
 
 

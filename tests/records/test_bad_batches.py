@@ -8,7 +8,9 @@ import random
 import struct
 import zlib
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import zstandard
 from batchtools import Rec, build, rewrap_v2
@@ -182,6 +184,51 @@ def test_inputs_decode_records_takes_and_refuses(good: bytes) -> None:
         ak.decode_records(good)  # each byte would have been a body of that many zero bytes
     with pytest.raises(TypeError, match="element 1 is int"):
         ak.decode_records([good, 7])
+    for nothing in (None, 5):
+        with pytest.raises(TypeError, match="must be a sequence of bytes or a binary array"):
+            ak.decode_records(nothing)
+    # numpy's fixed-width bytes drop each value's trailing zero bytes (a batch ending in one
+    # came back partial, with no error)
+    with pytest.raises(TypeError, match="trailing zero bytes"):
+        ak.decode_records(np.array([good + b"\0"]))
+    with pytest.raises(TypeError, match="max_uncompressed must be an int"):
+        ak.decode_records([good], max_uncompressed=1e6)
+
+
+@pytest.mark.parametrize("views", [False, True])
+def test_a_null_element_is_empty_whatever_its_slot_spans(good: bytes, views: bool) -> None:
+    """Arrow lets a null's slot span bytes, and pc.if_else leaves such slots: they are not its
+    value (its batches were decoded as the element's)."""
+    both = pa.array([good, good])
+    masked = pc.if_else(pa.array([True, False]), pa.scalar(None, pa.binary()), both)
+    spans = np.frombuffer(masked.buffers()[1], np.int32)[masked.offset + 1]
+    assert masked.null_count == 1 and spans > 0  # the null's slot spans a batch
+    for array in (masked, masked.cast(pa.large_binary())):
+        got = ak.decode_records(array, views=views)
+        assert set(got.batches.column("row").to_pylist()) == {1}
+        assert got.records.num_rows == ak.decode_records([good]).records.num_rows
+    # the message decoder reads such a slot as a null body too (a reject), not as its bytes
+    change = pa.table({"version": pa.array([0], pa.int16()), "leader_id": pa.array([3], pa.int32()),
+                       "voters": [[]], "granting_voters": [[]]})  # fmt: skip
+    body = ak.encode(change, "LeaderChangeMessage", 0)[0].as_py()
+    masked = pc.if_else(pa.array([True, False]), pa.scalar(None, pa.binary()), pa.array([body, body]))
+    rows, rejects = ak.decode(masked, "LeaderChangeMessage", 0, errors="null")
+    assert rejects.column("index").to_pylist() == [0] and rows.column("leader_id").to_pylist() == [None, 3]
+
+
+def test_an_offset_or_time_past_int64_is_an_error() -> None:
+    """A base plus a delta past int64 wrapped into another offset or time, with no error."""
+    top = 2**63 - 1
+    for field, at in (("record_offset", 64), ("timestamp", 63)):  # the record's delta varint
+        batch = bytearray(ak.encode_records(pa.table({"magic": [2]}), pa.table({field: [top]}))[0].as_py())
+        assert batch[at] == 0  # a zero delta; 2 is +1
+        batch[at] = 2
+        batch = rewrap_v2(bytes(batch))  # (its CRC again: the batch is well formed but for this)
+        what = "offset" if field == "record_offset" else "timestamp"
+        with pytest.raises(Corrupt, match=f"{what} delta 1 takes the base {what} past int64"):
+            ak.decode_records([batch])
+        got = ak.decode_records([batch], errors="null")
+        assert got.records.num_rows == 0 and got.rejects.column("raw").to_pylist() == [batch]
 
 
 def test_a_header_key_must_be_utf8() -> None:

@@ -88,9 +88,10 @@ def test_a_bad_control_record_is_named() -> None:
     # raised, each names the input row, the batch's byte and the record's offset
     data = build(2, 0, [Rec(b"k", b"v", [], 1_700_000_000_000)])
     for bad, part in ((short, "key"), (bad_lc, "value")):
+        row = data + data + _control_batch_at(bad, 51)
         with pytest.raises(Corrupt) as e:
-            ak.decode_records([data, data + data + _control_batch_at(bad, 51)])
-        assert (e.value.message_index, e.value.offset) == (1, 2 * len(data)), part
+            ak.decode_records([data, row])
+        assert (e.value.message_index, e.value.offset, e.value.size) == (1, 2 * len(data), len(row)), part
         assert (
             e.value.path
             == f"the control record at offset 51 of the batch at byte {2 * len(data)}: its {part}"

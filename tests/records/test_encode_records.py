@@ -328,6 +328,15 @@ def test_batches_go_into_their_rows_in_the_order_given() -> None:
     assert ak.encode_records(batches.slice(0, 0), records.slice(0, 0)).equals(pa.array([], pa.binary()))
 
 
+def test_headers_need_a_key_and_a_value_field() -> None:
+    """A headers struct whose value field is named otherwise wrote every value as null."""
+    for fields in (("key", "Value"), ("key", "val"), ("Key", "value")):
+        headers = pa.array([[dict(zip(fields, ("trace-id", b"abc"), strict=True))]])
+        with pytest.raises(EncodeError, match=r"needs struct<key string, value binary>") as e:
+            ak.encode_records(pa.table({"magic": [2]}), pa.table({"value": [b"v"], "headers": headers}))
+        assert str(e.value).endswith("at records.headers (records)")  # a column's mistake: no row
+
+
 def test_headers_are_read_where_their_lists_point() -> None:
     # a sliced list, and a null list over a segment holding a null key: no record refers to it
     items = pa.array([{"key": "a", "value": b"1"}, {"key": None, "value": b"2"}, {"key": "b", "value": None},
