@@ -914,6 +914,7 @@ def _walk_legacy(
     relative = wrapper and magic == 1 and wrapper_offset != 0
     n0 = t[0]
     first = True
+    lo, hi = I64_MAX, I64_MIN  # the inner offsets' range, to check their shift
     while pos < end:
         msg = pos
         if end - pos < 12:
@@ -962,6 +963,7 @@ def _walk_legacy(
             if first:
                 hdr[H_FIRST_INNER, b] = offset
             hdr[H_LAST_INNER, b] = offset
+            lo, hi = min(lo, offset), max(hi, offset)
         first = False
         n = t[0]
         # (written out here and in the other walk: a helper taking the columns costs a
@@ -993,6 +995,13 @@ def _walk_legacy(
             t[2] += max(vlen, 0)
         t[0] += 1
         pos = stop
+    if relative and n0 < t[0]:  # the shift, and each offset shifted, within int64 (in both passes)
+        last = hdr[H_LAST_INNER, b]
+        if (last < 0 and wrapper_offset > I64_MAX + last) or (last > 0 and wrapper_offset < I64_MIN + last):
+            return _fail_at(hdr, b, R_OFFSET_RANGE, pos, -last, 0)
+        shift = wrapper_offset - last
+        if (shift > 0 and hi > I64_MAX - shift) or (shift < 0 and lo < I64_MIN - shift):
+            return _fail_at(hdr, b, R_OFFSET_RANGE, pos, shift, 0)
     if fill and relative:  # known at the end: the offsets are relative to the last one
         shift = wrapper_offset - hdr[H_LAST_INNER, b]
         for r in range(n0, t[0]):

@@ -229,6 +229,12 @@ def test_an_offset_or_time_past_int64_is_an_error() -> None:
             ak.decode_records([batch])
         got = ak.decode_records([batch], errors="null")
         assert got.records.num_rows == 0 and got.rejects.column("raw").to_pylist() == [batch]
+    # magic 1: a compressed wrapper's inner offsets count back from its own (not CRC-covered)
+    wrapper = build(1, 1, [Rec(b"k", b"v%d" % i, [], 1_700_000_000_000) for i in range(3)], offset=10)
+    assert ak.decode_records([wrapper]).records.column("record_offset").to_pylist() == [10, 11, 12]
+    forged = struct.pack(">q", -(2**63)) + wrapper[8:]  # 0, 1, 2 shifted back from the lowest
+    with pytest.raises(Corrupt, match="past int64"):
+        ak.decode_records([forged])
 
 
 def test_a_header_key_must_be_utf8() -> None:
