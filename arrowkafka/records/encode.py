@@ -88,7 +88,9 @@ def encode_records(batches: Any, records: Any, *, num_values: int | None = None)
     """
     bt, rt = _as_table(batches, "batches"), _as_table(records, "records")
     if num_values is not None and (
-        not isinstance(num_values, int | np.integer) or not 0 <= num_values <= MAX_VALUES
+        isinstance(num_values, bool)  # (True is an int to Python, and no count)
+        or not isinstance(num_values, int | np.integer)
+        or not 0 <= num_values <= MAX_VALUES
     ):
         raise ValueError(f"num_values must be an int from 0 to {MAX_VALUES}, not {num_values!r}")
     b = _Batches(bt)

@@ -328,6 +328,12 @@ def test_batches_go_into_their_rows_in_the_order_given() -> None:
     assert ak.encode_records(batches.slice(0, 0), records.slice(0, 0)).equals(pa.array([], pa.binary()))
 
 
+def test_num_values_is_a_count() -> None:
+    for wrong in (True, -1, 2.0, "2"):
+        with pytest.raises(ValueError, match="num_values must be an int"):
+            ak.encode_records(pa.table({"magic": [2]}), pa.table({"value": [b"v"]}), num_values=wrong)  # type: ignore[arg-type]
+
+
 def test_headers_need_a_key_and_a_value_field() -> None:
     """A headers struct whose value field is named otherwise wrote every value as null."""
     for fields in (("key", "Value"), ("key", "val"), ("Key", "value")):
