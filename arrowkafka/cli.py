@@ -30,6 +30,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Sequence
@@ -122,9 +123,12 @@ def _check_capture(path: str) -> None:
     """A file that opens and starts as pcap or pcapng does (else a ``UserError`` naming it)."""
     from arrowkafka.traffic.pcap import looks_like_capture
 
-    with open(path, "rb") as f:  # OSError: missing, a folder, not readable
-        if not os.path.isfile(path):  # a pipe (``<(zcat x.pcap.gz)``): its bytes read once only
-            raise UserError(f"{path}: not a regular file (a capture is read twice: save it to a file)")
+    mode = os.stat(path).st_mode  # OSError: missing
+    # a pipe (``<(zcat x.pcap.gz)``): its bytes read once only, and opening one with no writer
+    # waits for ever; a folder: the open below says so
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise UserError(f"{path}: not a regular file (a capture is read twice: save it to a file)")
+    with open(path, "rb") as f:  # OSError: a folder, not readable
         head = f.read(4)
     if not looks_like_capture(head):
         what = "an empty file" if not head else f"it starts with {head.hex()}"
@@ -198,10 +202,12 @@ def _progress(capture: str, done: int, size: int | None) -> None:
 def cmd_segments(args: argparse.Namespace) -> int:
     from arrowkafka.segments import decode_segments, segment_files
 
-    if not segment_files(args.paths):  # every path readable before anything is written
+    files = segment_files(args.paths)  # every path readable before anything is written
+    if not files:
         raise UserError("no *.log segment files in " + ", ".join(args.paths))
+    # (the files found now: the output folder, made next, may lie under an input folder)
     _output_folder(Path(args.output), args.overwrite)
-    summary = decode_segments(args.paths, args.output, payloads=not args.no_payloads,
+    summary = decode_segments(files, args.output, payloads=not args.no_payloads,
                               progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")

@@ -11,7 +11,10 @@ tables through ``arrowkafka.topics``.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,16 +105,43 @@ class SegmentSummary:
 
 
 def segment_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The ``*.log`` files named or found under the folders named, in order."""
+    """The ``*.log`` files named or found under the folders named, in order, each file once
+    however often it is named. Folders are walked through symbolic links (each real folder
+    once), and a folder that cannot be read fails, as does a file that is missing, unreadable or
+    not a regular file: all before anything is written (a skipped folder was lost data)."""
     out: list[Path] = []
+    seen: set[str] = set()
     for p in map(Path, paths):
-        if p.is_dir():
-            out += sorted(p.rglob("*.log"))
-        else:
-            with open(p, "rb"):  # a missing or unreadable file fails here, before anything is written
+        found = sorted(_walk(p)) if p.is_dir() else [p]
+        for f in found:
+            real = os.path.realpath(f)
+            if real in seen:
+                continue
+            seen.add(real)
+            if not stat.S_ISREG(os.stat(f).st_mode):  # (a pipe would block the open below)
+                raise OSError(errno.EINVAL, "not a regular file (a segment is read by position)", str(f))
+            with open(f, "rb"):  # missing or unreadable: fails here
                 pass
-            out.append(p)
+            out.append(f)
     return out
+
+
+def _walk(folder: Path) -> list[Path]:
+    """The ``*.log`` files under ``folder``, through symbolic links; an unreadable folder raises."""
+    found: list[Path] = []
+    visited: set[str] = set()
+
+    def fail(e: OSError) -> None:
+        raise e
+
+    for top, dirs, files in os.walk(folder, onerror=fail, followlinks=True):
+        real = os.path.realpath(top)
+        if real in visited:  # a link back up the tree, or a second link to one folder
+            dirs[:] = []
+            continue
+        visited.add(real)
+        found += [Path(top) / name for name in files if name.endswith(".log")]
+    return found
 
 
 def _topic_partition(path: Path) -> tuple[str | None, int | None]:

@@ -115,6 +115,12 @@ def test_a_pipe_is_refused_in_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     _one_line(proc, "not a regular file (a capture is read twice: save it to a file)")
     assert not (tmp_path / "out").exists()
+    # a named pipe no one writes to: opening it waited for a writer, for ever
+    fifo = tmp_path / "capture.pcap"
+    os.mkfifo(fifo)
+    command = f"{COMMAND} decode {fifo} -o {tmp_path / 'out'}"
+    proc = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=120)
+    _one_line(proc, "not a regular file (a capture is read twice: save it to a file)")
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ real entry point."""
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 import sys
@@ -150,6 +151,37 @@ def test_the_command(logdir: Path, tmp_path: Path) -> None:
                              capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.startswith("arrowkafka: error:")
     assert "Traceback" not in missing.stderr and not (tmp_path / "x").exists()
+
+
+def test_what_a_walk_of_folders_finds(logdir: Path, tmp_path: Path) -> None:
+    """Each file once, however often named; partition folders through symbolic links (they were
+    skipped, silently); a link loop ends; a folder named like a segment is walked, not read;
+    a pipe is refused before anything is written (it blocked the open for ever); the output
+    folder made under an input folder is not read as input (its tables were, after an error)."""
+    root = tmp_path / "dirs"
+    root.mkdir()
+    (root / "orders-0").symlink_to(logdir / "orders-0", target_is_directory=True)
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "odd-0" / "x.log").mkdir(parents=True)
+    found = segments.segment_files(
+        [root, logdir / "orders-0", logdir / "orders-0" / "00000000000000000000.log"]
+    )
+    assert found == [root / "orders-0" / "00000000000000000000.log"]  # the topic and partition of its folder
+    summary = decode_segments(found, tmp_path / "out")
+    assert (summary.files, summary.records) == (1, 150)
+    fifo = root / "pipe-0" / "00000000000000000000.log"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        segments.segment_files([root])
+    fifo.unlink()
+    out = root / "out.log"  # an output folder the input walk would find
+    cmd = [sys.executable, "-m", "arrowkafka.cli", "segments", str(root), "-o", str(out)]
+    for _ in range(2):  # and again over its own output, with --overwrite
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert pq.read_table(out / "records.parquet").num_rows == 150
+        cmd.append("--overwrite")
 
 
 def test_internal_topics_without_payloads(logdir: Path, tmp_path: Path) -> None:
