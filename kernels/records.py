@@ -806,15 +806,10 @@ def _walk_v2(
         nh, pos, err = _length(buf, pos, rend, 0)  # no more headers than bytes left: a bounded loop
         if err != OK:
             return _fail_at(hdr, b, err, at, nh, rend - pos)
-        # base + delta past int64 would wrap into another offset or time: checked before adding,
-        # which holds in Python too (NUMBA_DISABLE_JIT), where numpy warns as it wraps
-        if (off_delta > 0 and base_offset > I64_MAX - off_delta) or (
-            off_delta < 0 and base_offset < I64_MIN - off_delta
-        ):
+        # base + delta past int64 would wrap into another offset or time
+        if _add_overflows(base_offset, off_delta):
             return _fail_at(hdr, b, R_OFFSET_RANGE, rec_start, off_delta, 0)
-        if not log_append and (
-            (ts_delta > 0 and base_ts > I64_MAX - ts_delta) or (ts_delta < 0 and base_ts < I64_MIN - ts_delta)
-        ):
+        if not log_append and _add_overflows(base_ts, ts_delta):
             return _fail_at(hdr, b, R_TS_RANGE, rec_start, ts_delta, 0)
         ts = max_ts if log_append else base_ts + ts_delta
         # (written out here and in the other walk: a helper taking the columns costs a
@@ -1000,13 +995,20 @@ def _walk_legacy(
         if (last < 0 and wrapper_offset > I64_MAX + last) or (last > 0 and wrapper_offset < I64_MIN + last):
             return _fail_at(hdr, b, R_OFFSET_RANGE, pos, -last, 0)
         shift = wrapper_offset - last
-        if (shift > 0 and hi > I64_MAX - shift) or (shift < 0 and lo < I64_MIN - shift):
+        if _add_overflows(hi, shift) or _add_overflows(lo, shift):
             return _fail_at(hdr, b, R_OFFSET_RANGE, pos, shift, 0)
     if fill and relative:  # known at the end: the offsets are relative to the last one
         shift = wrapper_offset - hdr[H_LAST_INNER, b]
         for r in range(n0, t[0]):
             r_offset[r] += shift
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _add_overflows(a, b):
+    """Would a + b pass int64? Asked before adding, so it holds in Python too
+    (NUMBA_DISABLE_JIT), where numpy warns as it wraps."""
+    return (b > 0 and a > I64_MAX - b) or (b < 0 and a < I64_MIN - b)
 
 
 @njit(cache=True, nogil=True)
