@@ -72,7 +72,7 @@ def _true(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def decode_control(
-    records: pa.Table, batches: pa.Table, errors: str, sizes: np.ndarray | None = None
+    records: pa.Table, batches: pa.Table, errors: str, sizes: np.ndarray
 ) -> tuple[pa.Table, dict[str, pa.Table]]:
     """(markers, {spec name: table}) for the records of control batches; ``sizes`` (each input
     element's bytes) only completes what an error says."""
@@ -96,7 +96,7 @@ def decode_control(
             "path": f"{where}: its {part}",
             "message_index": int(input_row[b]),
             "offset": int(position[b]),
-            "size": 0 if sizes is None else int(sizes[input_row[b]]),  # (the input element's)
+            "size": int(sizes[input_row[b]]),  # (the input element's)
         }
 
     out: dict[str, list] = {f.name: [] for f in MARKERS_SCHEMA}
