@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from arrowkafka.errors import ArrowKafkaError
 from arrowkafka.records import Records, decode_records
+from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
 from arrowkafka.schema import portable_table
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
@@ -70,7 +71,10 @@ class SegmentSummary:
     rejects: int = 0  # rows of rejects.parquet: batches, and internal records (as counted below)
     internal_rejects: int = 0  # records of __consumer_offsets / __cluster_metadata that did not decode
     partial: list[str] = field(default_factory=list)  # files ending inside a batch
+    partial_bytes: dict[str, int] = field(default_factory=dict)  # file -> bytes of that batch
     unread: dict[str, int] = field(default_factory=dict)  # file -> bytes after a length that cannot be walked
+    zeros: dict[str, int] = field(default_factory=dict)  # file -> bytes of a zero tail (preallocated)
+    skipped: dict[str, int] = field(default_factory=dict)  # file -> bytes holding no batch, batches after
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
     tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
     first_batch_id: int = 0  # batch ids count from here
@@ -80,7 +84,9 @@ class SegmentSummary:
         for name in ("files", "bytes", "batches", "records", "rejects", "internal_rejects"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.partial += other.partial
-        self.unread.update(other.unread)
+        for mine, theirs in ((self.partial_bytes, other.partial_bytes), (self.unread, other.unread),
+                             (self.zeros, other.zeros), (self.skipped, other.skipped)):  # fmt: skip
+            mine.update(theirs)
         for mine, theirs in ((self.codecs, other.codecs), (self.tables, other.tables)):
             for key, n in theirs.items():
                 mine[key] = mine.get(key, 0) + n
@@ -96,9 +102,14 @@ class SegmentSummary:
             n = self.internal_rejects
             lines.append(f"rejected records of internal topics {n} (not in their typed tables)")
         for f in self.partial:
-            lines.append(f"{f}: ends inside a batch (kept as a partial batch row)")
+            at_end = self.partial_bytes.get(f)
+            lines.append(f"{f}: ends inside a batch ({at_end} bytes, kept as a partial batch row)")
+        for f, n in self.skipped.items():
+            lines.append(f"{f}: {n} bytes that hold no batch, batches after them read (rejects)")
         for f, n in self.unread.items():
-            lines.append(f"{f}: {n} bytes after a batch length that cannot be walked (not read)")
+            lines.append(f"{f}: {n} bytes after a length that cannot be walked, no batch in them (not read)")
+        for f, n in self.zeros.items():
+            lines.append(f"{f}: ends in {n} bytes of zeros (a preallocated segment's unwritten tail)")
         for name, n in sorted(self.tables.items()):
             lines.append(f"{name}: {n} rows")
         return "\n".join(lines)
@@ -232,65 +243,166 @@ def _decode_file(
 ) -> None:
     """One segment file, a piece at a time: each piece is decoded and cut after its last whole
     batch; a batch the piece cuts is read whole into the next piece (its length says how much:
-    one read, not a piece at a time). A length that cannot be walked (below 5) or that runs
-    past the end of the file ends the file there: the rest is counted as unread."""
+    one read, not a piece at a time).
+
+    A batch's length is outside its CRC, so damage can make the walk lose its way: a length
+    that cannot be walked (below 5), one that runs past the end of the file, or a rejected
+    entry followed by another (the walk went on from where a wrong length put it). From there
+    the file is searched for the next whole batch (``find_batch``): the bytes up to it are one
+    reject, and the file is read on from it. Where there is none, the walk stands: a batch cut
+    by the file's end is a partial row (a torn write), the rest after a length below 5 is
+    counted unread, and zeros to the end are a preallocated tail."""
     topic, partition = _topic_partition(path)
     size = path.stat().st_size
     # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
     # are decoded from them (records still leaves them out)
     keep_payloads = payloads or topic in INTERNAL
+    min_offset = 0  # a batch found after damage lies past the last good one (offsets grow)
+    none_after = size  # a search from here found no batch: one from further on finds none either
     with open(path, "rb") as f:
         pos, buf = 0, f.read(chunk_bytes)
         while True:
             last = pos + len(buf) >= size
             got = decode_records([buf], errors="null", payloads=keep_payloads)
             batches = got.batches
-            keep = batches.num_rows
-            cut = len(buf)  # bytes of this piece the tables account for
+            n = keep = batches.num_rows  # entries of the piece; those written
             stop = last
-            length = batches.column("batch_length")[keep - 1].as_py() if keep else None
+            bad = batches.column("error").is_valid().to_numpy(zero_copy_only=False)
+            at = batches.column("position").to_numpy()
+            length = batches.column("batch_length")[n - 1].as_py() if n else None
             # the piece cuts its last batch: a partial one, or one whose magic byte failed it
             # before its end (its length says where it ends)
-            cut_short = keep and (
-                batches.column("partial")[keep - 1].as_py()
+            cut_short = n and (
+                batches.column("partial")[n - 1].as_py()
                 or (
-                    length is not None
-                    and length >= 5
-                    and batches.column("size")[keep - 1].as_py() < 12 + length
+                    length is not None and 5 <= length and batches.column("size")[n - 1].as_py() < 12 + length
                 )
             )
-            if cut_short:
-                at = int(batches.column("position")[keep - 1].as_py())
-                if last or length is None or pos + at + 12 + length > size:
-                    summary.partial.append(str(path))  # the file ends inside this batch
-                    if not last:
-                        summary.unread[str(path)] = size - pos - len(buf)
-                    stop = True
-                else:  # read on: the next piece starts with this batch
-                    keep -= 1
-                    cut = at
-            elif keep and (length or 0) < 5:
-                at = int(batches.column("position")[keep - 1].as_py())
-                if not np.frombuffer(buf, np.uint8)[at:].any() and _zeros_to_the_end(f):
-                    # zeros to the file's end: a preallocated segment's unwritten tail (Kafka's
-                    # file.preallocate), no batch: the file ends here, the rest unread
-                    keep -= 1
-                    summary.unread[str(path)] = size - pos - at
-                elif not last:
-                    summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
+            # (a piece that ends inside a batch's first 12 bytes says no length: read on)
+            past_end = cut_short and (last or (length is not None and pos + at[n - 1] + 12 + length > size))
+            below_5 = n and not cut_short and (length or 0) < 5
+            zeros = (
+                below_5
+                and not np.frombuffer(buf, np.uint8)[at[n - 1] :].any()
+                and _zeros_to_the_end(f)  # (to the file's end: a piece at a time)
+            )
+            if past_end or (below_5 and not zeros):
+                bad[n - 1] = True  # an entry no walk gets past
+            lost = np.flatnonzero(bad[:-1] & bad[1:])  # a rejected entry, then another
+            suspect = int(lost[0]) if len(lost) else n - 1 if past_end or (below_5 and not zeros) else None
+            if suspect is not None and pos + int(at[suspect]) < none_after:
+                min_offset = max(min_offset, _next_offset(batches.slice(0, suspect)))
+                found = _find_batch(f, pos + int(at[suspect]) + 1, size, min_offset, chunk_bytes)
+                if found is None:
+                    none_after = pos + int(at[suspect])
+                else:  # read on from the batch found
+                    _write_piece(path, topic, partition, pos, got, suspect, writers, schemas, summary,
+                                 payloads)  # fmt: skip
+                    why = _entry_reason(got, suspect, size - pos - int(at[suspect]))
+                    _skipped(path, f, pos + int(at[suspect]), found, why, writers, summary, payloads)
+                    if progress is not None:
+                        progress(str(path), found, size)
+                    pos = found
+                    del got, batches
+                    f.seek(pos)
+                    buf = f.read(chunk_bytes)
+                    continue
+            need = 0  # bytes the next piece must hold past this one's end
+            if zeros:  # a preallocated segment's unwritten tail (Kafka's file.preallocate): no batch
+                keep -= 1
+                summary.zeros[str(path)] = size - pos - int(at[n - 1])
                 stop = True
+            elif past_end:
+                summary.partial.append(str(path))  # the file ends inside this batch
+                summary.partial_bytes[str(path)] = size - pos - int(at[n - 1])
+                if not last:
+                    summary.unread[str(path)] = size - pos - len(buf)
+                stop = True
+            elif below_5:
+                stop = True
+                if not last:
+                    summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
+            elif cut_short:  # read on: the next piece starts with this batch, read whole
+                keep -= 1
+                need = int(at[n - 1]) + 12 + int(length or 0) - len(buf)
+            if not stop and keep and bad[keep - 1]:
+                # and with the rejected entry before it: whether the walk lost its way after it
+                # is seen beside the entry after it (none kept: the piece grows)
+                keep -= 1
+            cut = int(at[keep]) if keep < n else len(buf)
             _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
+            min_offset = max(min_offset, _next_offset(batches.slice(0, keep)))
             if progress is not None:
                 progress(str(path), pos + cut, size)
             if stop:
                 return
             rest = buf[cut:]
-            need = 0
-            if rest:  # a batch cut by the piece: read at least all of it
-                need = 12 + int(batches.column("batch_length")[keep].as_py()) - len(rest)
             pos += cut
             del got, batches  # this piece's tables go before the next piece decodes beside them
             buf = rest + f.read(max(chunk_bytes, need))
+
+
+def _next_offset(batches: pa.Table) -> int:
+    """The offset after the good batches of ``batches`` (0 if none)."""
+    good = batches.filter(pc.is_null(batches.column("error")))
+    last = pc.max(good.column("last_offset")).as_py() if good.num_rows else None
+    return 0 if last is None else int(last) + 1
+
+
+def _find_batch(f: BinaryIO, start: int, size: int, min_offset: int, chunk_bytes: int) -> int | None:
+    """The file position of the first whole batch at or after ``start`` (``find_batch``), read
+    in windows of two pieces, each searched for a batch starting in its first piece: a batch
+    longer than a piece right after the damage can be missed (the ones after it are found)."""
+    step = max(chunk_bytes, 1 << 20)
+    at = start
+    while at < size:
+        f.seek(at)
+        window = f.read(2 * step)
+        to_end = at + len(window) >= size
+        found = find_batch(window, 0, len(window) if to_end else step, min_offset)
+        if found is not None:
+            return at + found
+        if to_end:
+            return None
+        at += step
+    return None
+
+
+def _entry_reason(got: Records, b: int, left: int) -> str:
+    """Why entry ``b`` of a piece is no batch: its reject's reason, or its length's (``left``:
+    bytes from it to the file's end)."""
+    rejects = got.rejects.filter(pc.equal(got.rejects.column("batch"), b))
+    if rejects.num_rows:
+        return str(rejects.column("reason")[0].as_py())
+    length = got.batches.column("batch_length")[b].as_py()
+    return f"batch length {length} runs past the end of the file ({left - 12} bytes after it)"
+
+
+RAW_KEPT = 64 << 20  # bytes of a region that holds no batch kept in its reject (more: the file has them)
+
+
+def _skipped(
+    path: Path,
+    f: BinaryIO,
+    start: int,
+    end: int,
+    why: str,
+    writers: _Writers,
+    summary: SegmentSummary,
+    payloads: bool,
+) -> None:
+    """A reject for the bytes [start, end) of a file, which hold no batch (a batch follows)."""
+    n = end - start
+    raw = None
+    if payloads and n <= RAW_KEPT:
+        f.seek(start)
+        raw = f.read(n)
+    kept = "" if raw is not None or not payloads else f" (more than {RAW_KEPT} bytes: not kept here)"
+    reason = f"{why}; the {n} bytes from here hold no batch, read on at the next whole one, {end}{kept}"
+    row = {"file": [str(path)], "position": [start], "error": ["Corrupt"], "reason": [reason], "raw": [raw]}
+    writers.write("rejects", pa.table(row, schema=REJECTS))
+    summary.rejects += 1
+    summary.skipped[str(path)] = summary.skipped.get(str(path), 0) + n
 
 
 def _zeros_to_the_end(f: BinaryIO) -> bool:

@@ -1016,3 +1016,61 @@ def _fail_at(hdr, b, code, buf_pos, d1, d2):
     """Record the first failure of batch b."""
     _fail(hdr, b, code, _where(hdr, b, buf_pos), d1, d2)
     return code
+
+
+# ---- finding a batch again after bytes that hold none (a damaged log segment) ----
+NOT_FOUND = -1
+OUT_OF_BUDGET = -2  # the CRCs checked reached the budget before a batch was found
+
+
+@njit(cache=True, nogil=True)
+def find_batch(data, start, stop, min_offset, crc32_table, crc32c_table, budget):
+    """The first position p in [start, stop) where a whole entry lies in ``data`` (p + 12 +
+    length within it) that is a batch by every test short of its records: magic 0, 1 or 2, a
+    length its magic allows, a known codec, the header fields a writer sets in their ranges,
+    base offset at least ``min_offset`` (offsets grow along a segment), and its CRC checks.
+    Random bytes pass the tests before the CRC about once in 2^40; the CRCs checked may cover
+    at most ``budget`` bytes, so bytes made to pass them cost a bounded search."""
+    n = data.shape[0]
+    for p in range(start, min(stop, n - 12 - LEGACY_MIN[0] + 1)):  # (the smallest entry)
+        magic = np.int64(data[p + AT_MAGIC])
+        if magic > 2:
+            continue
+        length = _i(data, p + AT_LENGTH, 4)
+        if length > n - p - 12 or _i(data, p, 8) < min_offset:
+            continue
+        if magic == 2:
+            attr = _i(data, p + V2_ATTR, 2)
+            if (
+                length < V2_HEADER - 12
+                or attr & CODEC_MASK > 4
+                or attr >> 7 != 0  # bits Kafka does not use
+                or _i(data, p + V2_COUNT, 4) < 0
+                or _i(data, p + V2_LAST_DELTA, 4) < 0
+                or _i(data, p + V2_PID, 8) < -1
+                or _i(data, p + V2_PEPOCH, 2) < -1
+                or _i(data, p + V2_BASE_SEQ, 4) < -1
+            ):
+                continue
+            budget -= length
+            if budget < 0:
+                return OUT_OF_BUDGET
+            if HW_CRC32C:
+                calc = crc32c_hw(data, p + V2_CRC_FROM, p + 12 + length)
+            else:
+                calc = crc32(crc32c_table, data, p + V2_CRC_FROM, p + 12 + length)
+            if np.int64(calc) == np.int64(_be(data, p + V2_CRC, 4)):
+                return p
+        else:
+            if length < LEGACY_MIN[magic]:
+                continue
+            attr = np.int64(data[p + LEGACY_ATTR])
+            if attr & CODEC_MASK > 3 or attr >> 4 != 0:
+                continue
+            budget -= length
+            if budget < 0:
+                return OUT_OF_BUDGET
+            calc = crc32(crc32_table, data, p + LEGACY_CRC_FROM, p + 12 + length)
+            if np.int64(calc) == np.int64(_be(data, p + LEGACY_CRC, 4)):
+                return p
+    return NOT_FOUND

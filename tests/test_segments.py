@@ -7,6 +7,7 @@ real entry point."""
 from __future__ import annotations
 
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -116,6 +117,73 @@ def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path) -> None
         ), name
 
 
+def test_a_piece_that_ends_inside_a_batch_length_reads_on(logdir: Path, tmp_path: Path) -> None:
+    """A piece that ends inside the first 12 bytes of a batch (its offset and length) holds no
+    length to say how much to read: the file reads on all the same (it once ended there,
+    the rest counted unread)."""
+    whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    first = 12 + struct.unpack_from(">i", whole, 8)[0]
+    d = tmp_path / "in" / "orders-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(whole)
+    for k in (1, 8, 11, 12):
+        summary = decode_segments([d], tmp_path / f"out-{k}", chunk_bytes=first + k)
+        assert (summary.records, summary.partial, summary.unread) == (150, [], {}), k
+
+
+def test_random_damage_is_read_the_same_in_any_pieces(tmp_path: Path) -> None:
+    """Forged lengths, flipped bytes, holes, cuts and inserted zeros in a segment of every magic
+    and codec: whatever the pieces, the same records, and every byte of the file in a batch,
+    a reject or a count of the summary (unread, zeros)."""
+    rng = random.Random(7)
+    parts, base = [], 0
+    for magic, codec in [(2, 0), (2, 1), (1, 0), (2, 3), (0, 0), (2, 4), (1, 1), (2, 0), (0, 2)] * 2:
+        n = rng.randint(1, 12)
+        recs = [Rec(b"k%d" % j, bytes(rng.randint(0, 300)), [], T0 + j) for j in range(n)]
+        parts.append(_at(build(magic, codec, recs), base) if magic == 2 else build(magic, codec, recs))
+        base += n
+    whole = b"".join(parts)
+    starts = [sum(map(len, parts[:i])) for i in range(len(parts))]
+    for case in range(40):
+        damaged = bytearray(whole)
+        p = rng.randrange(len(whole))
+        kind = case % 5
+        if kind == 0:
+            s = rng.choice(starts)
+            damaged[s + 8 : s + 12] = struct.pack(
+                ">i", rng.choice([-1, 0, 3, 1 << 30, rng.randrange(1 << 14)])
+            )
+        elif kind == 1:
+            damaged[p] ^= rng.randrange(1, 256)
+        elif kind == 2:
+            n = rng.randrange(1, 500)
+            damaged[p : p + n] = bytes(len(damaged[p : p + n]))
+        elif kind == 3:
+            del damaged[p:]
+        else:
+            damaged[p:p] = bytes(rng.randrange(1, 300))
+        d = tmp_path / f"in-{case}" / "t-0"
+        d.mkdir(parents=True)
+        file = d / "00000000000000000000.log"
+        file.write_bytes(damaged)
+        seen = set()
+        for chunk in (700, 5000, 1 << 22):
+            out = tmp_path / f"out-{case}-{chunk}"
+            summary = decode_segments([d], out, chunk_bytes=chunk)
+            batches = pq.read_table(out / "record_batches.parquet")
+            rejects = pq.read_table(out / "rejects.parquet")
+            held = sum(
+                s
+                for s, e in zip(batches["size"].to_pylist(), batches["error"].to_pylist(), strict=True)
+                if e is None
+            )
+            held += sum(len(r) for r in rejects["raw"].to_pylist())
+            held += summary.unread.get(str(file), 0) + summary.zeros.get(str(file), 0)
+            assert held == len(damaged), (case, chunk)
+            seen.add(summary.records)
+        assert len(seen) == 1, (case, seen)
+
+
 def test_a_cut_segment_and_a_damaged_batch(logdir: Path, tmp_path: Path) -> None:
     whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
     d = tmp_path / "in" / "orders-0"
@@ -213,8 +281,8 @@ def test_a_zero_tail_in_the_last_piece_is_no_reject(logdir: Path, tmp_path: Path
         (d / "00000000000000000000.log").write_bytes(whole + tail)
         summary = decode_segments([d], tmp_path / f"{name}-out")  # one piece: the file is small
         assert (summary.records, summary.rejects) == (150, rejects), name
-        unread = summary.unread.get(str(d / "00000000000000000000.log"), 0)
-        assert unread == (len(tail) if not rejects else 0), name
+        zeros = summary.zeros.get(str(d / "00000000000000000000.log"), 0)
+        assert (zeros, summary.unread) == ((len(tail) if not rejects else 0), {}), name
 
 
 def test_one_bad_internal_record_loses_no_other(tmp_path: Path) -> None:
@@ -264,20 +332,20 @@ def test_a_timestamp_past_what_microseconds_hold(tmp_path: Path) -> None:
 
 def _six_batches() -> list[bytes]:
     return [
-        build(2, 0, [Rec(b"k%d" % i, bytes(200), [], T0) for i in range(5)], offset=5 * b) for b in range(6)
+        _at(build(2, 0, [Rec(b"k%d" % i, bytes(200), [], T0) for i in range(5)]), 5 * b) for b in range(6)
     ]
 
 
 def test_damage_where_a_piece_ends_is_read_as_inside_one(tmp_path: Path) -> None:
     """A batch whose magic byte is damaged, or a hole of zeros, ends up the same whether a piece
     of the file ends inside it or not: a reject of its whole bytes, and every batch after
-    it read (a hole with data after it is no preallocated tail)."""
+    it read (a hole with data after it is no preallocated tail: the batch after it is found)."""
     parts = _six_batches()
     bad = parts[2][:16] + b"\x82" + parts[2][17:]
     start = len(parts[0]) + len(parts[1])
-    for name, whole, records, reason in (
-        ("magic", b"".join([*parts[:2], bad, *parts[3:]]), 25, "unknown magic 130"),
-        ("hole", b"".join([*parts[:2], bytes(4096), *parts[2:]]), 10, "batch length 0 is below"),
+    for name, whole, raw, reason in (
+        ("magic", b"".join([*parts[:2], bad, *parts[3:]]), bad, "unknown magic 130"),
+        ("hole", b"".join([*parts[:2], bytes(4096), *parts[2:]]), bytes(4096), "batch length 0 is below"),
     ):
         for chunk in (len(whole), start + 40):  # one piece; a piece that ends inside the damage
             d = tmp_path / f"{name}-{chunk}" / "orders-0"
@@ -285,10 +353,12 @@ def test_damage_where_a_piece_ends_is_read_as_inside_one(tmp_path: Path) -> None
             (d / "00000000000000000000.log").write_bytes(whole)
             summary = decode_segments([d], tmp_path / f"out-{name}-{chunk}", chunk_bytes=chunk)
             (reject,) = pq.read_table(tmp_path / f"out-{name}-{chunk}" / "rejects.parquet").to_pylist()
-            assert (summary.records, reject["position"]) == (records, start), (name, chunk)
-            assert reject["reason"].startswith(reason), (name, chunk)
-            if name == "magic":
-                assert reject["raw"] == bad, chunk
+            assert (summary.records, reject["position"]) == (25 if name == "magic" else 30, start), (
+                name,
+                chunk,
+            )
+            assert reject["reason"].startswith(reason) and reject["raw"] == raw, (name, chunk)
+            assert summary.skipped == ({} if name == "magic" else {str(d / "00000000000000000000.log"): 4096})
 
 
 def test_a_piece_of_bad_internal_records_costs_a_bounded_search(tmp_path: Path) -> None:
@@ -324,27 +394,61 @@ def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> 
 
 
 def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:
+    """A length past the file's end, or one below 5, is damage when a whole batch lies further
+    on: a reject of the bytes up to it, and the file read on from there; zeros to the end are
+    a preallocated tail, no reject; a batch cut by the file's end is a partial batch row."""
     whole = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
     first = 12 + struct.unpack_from(">i", whole, 8)[0]
-    for name, damaged in (
-        (
-            "forged",
-            whole[:first] + whole[first : first + 8] + struct.pack(">i", 1 << 30) + whole[first + 12 :],
-        ),
-        ("zeros", whole[:first] + bytes(1 << 20)),  # a preallocated segment's unwritten tail
+    second = first + 12 + struct.unpack_from(">i", whole, first + 8)[0]
+
+    def length(n: int) -> bytes:  # the second batch with its length forged
+        return whole[:first] + whole[first : first + 8] + struct.pack(">i", n) + whole[first + 12 :]
+
+    for name, damaged, n_batches, records, rejects in (
+        ("past the end", length(1 << 30), 2, 100, 1),
+        ("negative", length(-7), 2, 100, 1),
+        ("inside the next", length(second - first + 40), 2, 100, 1),  # its CRC fails; no walk after it
+        ("zeros", whole[:first] + bytes(1 << 20), 1, 50, 0),  # a preallocated segment's unwritten tail
+        ("torn", whole[: second + 200], 2, 100, 0),  # the file ends inside its last batch
+        ("zeros then junk", whole[:first] + bytes(1 << 16) + b"junk" * 1000, 1, 50, 1),
     ):
-        d = tmp_path / name / "orders-0"
-        d.mkdir(parents=True)
-        (d / "00000000000000000000.log").write_bytes(damaged)
-        summary = decode_segments([d], tmp_path / f"{name}-out", chunk_bytes=4096)
-        batches = pq.read_table(tmp_path / f"{name}-out" / "record_batches.parquet").to_pylist()
-        assert batches[0]["error"] is None and summary.records == 50, name
-        if name == "forged":  # one good batch, then the rest of the file as a partial one
-            assert len(batches) == 2 and batches[1]["partial"]
-        else:  # zeros are no batch: the file ends there, the rest unread (no reject)
-            assert len(batches) == 1 and summary.rejects == 0
-            assert summary.unread == {str(d / "00000000000000000000.log"): 1 << 20}
-        accounted = sum(b["size"] for b in batches) + summary.unread.get(
-            str(d / "00000000000000000000.log"), 0
-        )
-        assert accounted == len(damaged), name
+        for chunk in (1000, 4096, 1 << 22):  # pieces that end inside the damage, or hold it all
+            d = tmp_path / f"{name}-{chunk}" / "orders-0"
+            d.mkdir(parents=True)
+            file = str(d / "00000000000000000000.log")
+            Path(file).write_bytes(damaged)
+            summary = decode_segments([d], tmp_path / f"{name}-{chunk}-out", chunk_bytes=chunk)
+            batches = pq.read_table(tmp_path / f"{name}-{chunk}-out" / "record_batches.parquet").to_pylist()
+            rejected = pq.read_table(tmp_path / f"{name}-{chunk}-out" / "rejects.parquet").to_pylist()
+            good = [b for b in batches if b["error"] is None and not b["partial"]]
+            assert (len(good), summary.records, summary.rejects) == (n_batches, records, rejects), (
+                name,
+                chunk,
+            )
+            assert [b["base_offset"] for b in good] == ([0, 50] if name == "torn" else [0, 100])[
+                :n_batches
+            ], (name, chunk)
+            if name in ("past the end", "negative", "inside the next"):  # the bytes up to the third batch
+                assert [(r["position"], r["raw"]) for r in rejected] == [(first, damaged[first:second])], (
+                    name,
+                    chunk,
+                )
+                assert (
+                    summary.skipped == {file: second - first}
+                    and "read on at the next whole one" in (rejected[0]["reason"])
+                )
+            if name == "torn":
+                assert batches[-1]["partial"] and summary.partial_bytes == {file: 200} and not rejected
+            if name == "zeros":
+                assert summary.zeros == {file: 1 << 20} and "preallocated" in summary.render()
+            if name == "zeros then junk":  # no batch to be found: the rest is counted, not read
+                assert (
+                    sum(map(len, [r["raw"] for r in rejected])) + summary.unread.get(file, 0)
+                    == len(damaged) - first
+                )
+            accounted = (
+                sum(b["size"] for b in batches if b["error"] is None)
+                + sum(len(r["raw"]) for r in rejected)
+                + sum(d.get(file, 0) for d in (summary.unread, summary.zeros))
+            )
+            assert accounted == len(damaged), (name, chunk)

@@ -171,6 +171,18 @@ def decode_records(
     return Records(batches, recs, rejects, markers, control)
 
 
+def find_batch(data: bytes | memoryview, start: int, stop: int, min_offset: int = 0) -> int | None:
+    """The first position in ``data[start:stop]`` where a whole batch lies (in ``data``) whose
+    header checks and whose CRC matches, with base offset at least ``min_offset``: where to
+    read on after bytes that hold no batch (a damaged log segment). None where there is none,
+    or where finding one would take CRCs over more than 16 times ``len(data)`` bytes (bytes
+    made to look like batch headers)."""
+    buf = np.frombuffer(data, np.uint8)
+    budget = 16 * len(buf)
+    at = int(k.find_batch(buf, start, stop, min_offset, k.CRC32_TABLE, k.CRC32C_TABLE, budget))
+    return at if at >= 0 else None
+
+
 def _walk(
     data: np.ndarray, hdr: np.ndarray, cap: int, messages: dict[int, str], payloads: bool, views: bool
 ) -> tuple[list[tables.RecordColumns], list[np.ndarray]]:
