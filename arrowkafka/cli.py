@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import shlex
 import shutil
 import signal
 import stat
 import sys
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -96,13 +98,14 @@ def cmd_decode(args: argparse.Namespace) -> int:
     for capture in args.captures:  # every capture readable, and a capture, before anything is written
         _check_capture(capture)
     specs = _specs(args)
-    _output_folder(Path(args.output), args.overwrite, list(specs))
+    earlier = _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
     _say_if_compiling()
 
-    summary = decode_capture(args.captures, args.output, specs, broker_ports=args.port or (9092,),
-                             progress=_progress if sys.stderr.isatty() else None,
-                             payloads=not getattr(args, "no_payloads", False))  # fmt: skip
+    with _staged(Path(args.output), earlier) as stage:
+        summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or (9092,),
+                                 progress=_progress if sys.stderr.isatty() else None,
+                                 payloads=not getattr(args, "no_payloads", False))  # fmt: skip
     print(summary.render())
     control = f", {len(summary.control)} of KRaft control records" if summary.control else ""
     tables = f"{len(summary.tables)} tables, the record tables{control} and rejects.parquet"
@@ -135,11 +138,12 @@ def _check_capture(path: str) -> None:
         raise UserError(f"{path}: not a pcap or pcapng capture ({what})")
 
 
-def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> None:
+def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> list[Path]:
     """The output folder: made if missing. One holding an earlier run's tables (ours: named
     after a message, ``rejects``, a record table, an internal topic's or KRaft control
-    records' table) is refused unless ``--overwrite``, which deletes those tables and nothing
-    else, so no earlier table is left beside the new ones."""
+    records' table) is refused unless ``--overwrite``; those tables are returned, for
+    ``_staged`` to delete (and nothing else) once the new ones are written, so no earlier
+    table is left beside the new ones."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
     from arrowkafka.segments import OTHER_TABLES, segment_schemas
@@ -165,8 +169,33 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
         if made:
             shutil.rmtree(out, ignore_errors=True)
         raise UserError(f"{out}: cannot write in this folder")
-    for table in earlier:
-        table.unlink()
+    return earlier
+
+
+# the errors of a disk that cannot take the tables (not of a capture or segment being read)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+@contextlib.contextmanager
+def _staged(out: Path, earlier: list[Path]) -> Iterator[Path]:
+    """A hidden folder inside ``out`` for a job to write its tables into, moved into ``out``
+    when the job is done: a job that fails or is interrupted leaves no table that passes for a
+    whole one, and an earlier run's tables (``--overwrite``) stay until the new ones are there."""
+    stage = Path(tempfile.mkdtemp(prefix=".arrowkafka-writing-", dir=out))
+    try:
+        yield stage
+        for table in earlier:
+            table.unlink()
+        for table in sorted(stage.iterdir()):
+            os.replace(table, out / table.name)  # one folder, one file system: each move whole
+    except OSError as e:
+        if e.errno in DISK_FULL and e.filename is None:  # (Parquet's writer names no file)
+            kept = ", an earlier run's tables kept" if earlier else ""
+            raise UserError(f"{out}: the tables could not be written: {os.strerror(e.errno)} "
+                            f"(nothing written{kept})") from e  # fmt: skip
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _say_if_compiling() -> None:
@@ -206,9 +235,10 @@ def cmd_segments(args: argparse.Namespace) -> int:
     if not files:
         raise UserError("no *.log segment files in " + ", ".join(args.paths))
     # (the files found now: the output folder, made next, may lie under an input folder)
-    _output_folder(Path(args.output), args.overwrite)
-    summary = decode_segments(files, args.output, payloads=not args.no_payloads,
-                              progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
+    earlier = _output_folder(Path(args.output), args.overwrite)
+    with _staged(Path(args.output), earlier) as stage:
+        summary = decode_segments(files, stage, payloads=not args.no_payloads,
+                                  progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
     return 0 if summary.rejects == 0 else 1

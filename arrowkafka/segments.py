@@ -11,6 +11,7 @@ tables through ``arrowkafka.topics``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -171,6 +172,7 @@ class _Writers:
     def __init__(self, out: Path, part: str | None) -> None:
         self.out, self.part = out, part
         self.open: dict[str, pq.ParquetWriter] = {}
+        self.empty: list[str] = []  # tables written empty (no rows) by ``close``
 
     def path(self, name: str) -> Path:
         if self.part is None:
@@ -187,11 +189,22 @@ class _Writers:
             self.open[name] = pq.ParquetWriter(self.path(name), table.schema)
         self.open[name].write_table(table)
 
+    def abort(self) -> None:
+        """The job failed: its tables go (each holds only what was written before the failure,
+        and would pass for a whole one)."""
+        for w in self.open.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        for name in [*self.open, *self.empty]:
+            with contextlib.suppress(OSError):
+                self.path(name).unlink()
+
     def close(self, empty: dict[str, pa.Schema]) -> None:
         for w in self.open.values():
             w.close()
         for name, schema in empty.items():
             if name not in self.open:
+                self.empty.append(name)
                 pq.write_table(portable_table(schema.empty_table()), self.path(name))
 
 
@@ -221,8 +234,10 @@ def decode_segments(
             summary.files += 1
             summary.bytes += path.stat().st_size
             _decode_file(path, writers, schemas, summary, payloads, chunk_bytes, progress)
-    finally:
         writers.close(schemas)
+    except BaseException:  # an interrupt too
+        writers.abort()
+        raise
     return summary
 
 

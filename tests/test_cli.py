@@ -360,3 +360,87 @@ def test_the_first_run_on_a_machine_says_it_is_compiling(tmp_path: Path) -> None
     assert "first run here: compiling the decoder's kernels" in first.stderr, first.stderr
     second = _run("decode", capture, "-o", str(tmp_path / "b"), env=env)
     assert second.returncode == first.returncode == 1 and "compiling" not in second.stderr
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _failing_on(n: int, error: BaseException, real: Any) -> Any:
+    """``real`` (a writer's method) that raises ``error`` on its ``n``-th call."""
+    calls = [0]
+
+    def write(*args: Any, **kw: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == n:
+            raise error
+        return real(*args, **kw)
+
+    return write
+
+
+@pytest.mark.parametrize(
+    "command", ["segments", pytest.param("decode", marks=pytest.mark.slow)]
+)  # fmt: skip
+def test_a_full_disk_or_an_interrupt_leaves_no_table(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that fails as it writes (a full disk) or is interrupted leaves the output folder as
+    it was: no table holding part of the rows (each would pass for a whole one), and with
+    --overwrite the earlier run's tables, not deleted before the new ones are there."""
+    import pyarrow.parquet as pq
+
+    from tests.records.batchtools import Rec, build
+
+    if command == "segments":
+        logs = tmp_path / "logs" / "orders-0"
+        logs.mkdir(parents=True)
+        batches = [build(2, 0, [Rec(b"k%d" % i, b"v" * 100, [], 1_700_000_000_000)]) for i in range(300)]
+        (logs / "00000000000000000000.log").write_bytes(b"".join(batches))
+        argv = ["segments", str(logs)]
+    else:
+        argv = ["decode", str(SAMPLE)]
+    out = tmp_path / "out"
+    assert main([*argv, "-o", str(out)]) in (0, 1)
+    before = _contents(out)
+    assert "records.parquet" in before
+    (out / "notes.txt").write_text("mine")
+    before["notes.txt"] = b"mine"
+    capsys.readouterr()
+    full = OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+    for error, status in ((full, 2), (KeyboardInterrupt(), 130)):
+        with monkeypatch.context() as m:
+            m.setattr(pq.ParquetWriter, "write_table", _failing_on(2, error, pq.ParquetWriter.write_table))
+            assert main([*argv, "-o", str(out), "--overwrite"]) == status
+        err = capsys.readouterr().err
+        if status == 2:
+            assert err == (
+                f"arrowkafka: error: {out}: the tables could not be written: No space left on device "
+                "(nothing written, an earlier run's tables kept)\n"
+            )
+        else:
+            assert err == "arrowkafka: interrupted\n"
+        assert _contents(out) == before, error  # nothing half-written, nothing deleted, no stage left
+    fresh = tmp_path / "fresh"
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetWriter, "write_table", _failing_on(2, full, pq.ParquetWriter.write_table))
+        assert main([*argv, "-o", str(fresh)]) == 2
+    assert list(fresh.iterdir()) == []
+    # the library's own jobs leave no table either, where the command's hidden folder is not
+    import arrowkafka as ak
+    from arrowkafka.segments import decode_segments
+    from arrowkafka.traffic import decode_capture
+
+    for interruption in (full, KeyboardInterrupt()):
+        lib = tmp_path / f"library-{type(interruption).__name__}"
+        with monkeypatch.context() as m, pytest.raises(type(interruption)):
+            m.setattr(
+                pq.ParquetWriter, "write_table", _failing_on(2, interruption, pq.ParquetWriter.write_table)
+            )
+            if command == "segments":
+                decode_segments([logs], lib)
+            else:
+                decode_capture([SAMPLE], lib, ak.load_specs())
+        assert list(lib.iterdir()) == [], interruption
+    assert main([*argv, "-o", str(out), "--overwrite"]) in (0, 1)  # and a run that ends replaces them
+    assert set(_contents(out)) == set(before)

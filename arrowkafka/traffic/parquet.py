@@ -4,6 +4,7 @@ appended as row groups, so memory is bounded by the chunk whatever the capture's
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -61,6 +62,7 @@ def decode_capture(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     writers: dict[str, pq.ParquetWriter] = {}
+    made: list[Path] = []  # tables written empty
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
     held_bytes = 0
     # per capture, topic id -> name: what its Metadata responses said so far (one capture's
@@ -125,10 +127,18 @@ def decode_capture(
             empty = {"rejects": REJECT_SCHEMA, **record_schemas(payloads)}
             for name, schema in empty.items():
                 if name not in writers:
-                    pq.write_table(portable_table(schema.empty_table()), out / f"{name}.parquet")
-    finally:
+                    made.append(out / f"{name}.parquet")
+                    pq.write_table(portable_table(schema.empty_table()), made[-1])
         for w in writers.values():
             w.close()
+    except BaseException:  # an interrupt too: the tables go (each would pass for a whole one)
+        for w in writers.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        for table in [*(out / f"{m}.parquet" for m in writers), *made] if out is not None else []:
+            with contextlib.suppress(OSError):
+                table.unlink()
+        raise
     return summary
 
 
