@@ -95,6 +95,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_decode(args: argparse.Namespace) -> int:
     from arrowkafka.traffic import decode_capture
 
+    # each capture once, however often named (its frames would be decoded twice over)
+    args.captures = list({os.path.realpath(c): c for c in args.captures}.values())
     for capture in args.captures:  # every capture readable, and a capture, before anything is written
         _check_capture(capture)
     specs = _specs(args)
@@ -231,9 +233,7 @@ def _progress(capture: str, done: int, size: int | None) -> None:
 def cmd_segments(args: argparse.Namespace) -> int:
     from arrowkafka.segments import decode_segments, segment_files
 
-    files = segment_files(args.paths)  # every path readable before anything is written
-    if not files:
-        raise UserError("no *.log segment files in " + ", ".join(args.paths))
+    files = segment_files(args.paths)  # every path readable, and a folder with segments, first
     # (the files found now: the output folder, made next, may lie under an input folder)
     earlier = _output_folder(Path(args.output), args.overwrite)
     with _staged(Path(args.output), earlier) as stage:

@@ -119,12 +119,15 @@ class SegmentSummary:
 def segment_files(paths: Iterable[str | Path]) -> list[Path]:
     """The ``*.log`` files named or found under the folders named, in order, each file once
     however often it is named. Folders are walked through symbolic links (each real folder
-    once), and a folder that cannot be read fails, as does a file that is missing, unreadable or
-    not a regular file: all before anything is written (a skipped folder was lost data)."""
+    once), and a folder that cannot be read or holds no ``*.log`` fails, as does a file that is
+    missing, unreadable or not a regular file: all before anything is written (a skipped folder
+    was lost data)."""
     out: list[Path] = []
     seen: set[str] = set()
     for p in map(Path, paths):
         found = sorted(_walk(p)) if p.is_dir() else [p]
+        if not found:  # a folder named by mistake (the wrong one, a typo'd partition) says so
+            raise OSError(errno.ENOENT, "no *.log segment files in this folder", str(p))
         for f in found:
             real = os.path.realpath(f)
             if real in seen:

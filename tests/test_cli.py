@@ -444,3 +444,15 @@ def test_a_full_disk_or_an_interrupt_leaves_no_table(
         assert list(lib.iterdir()) == [], interruption
     assert main([*argv, "-o", str(out), "--overwrite"]) in (0, 1)  # and a run that ends replaces them
     assert set(_contents(out)) == set(before)
+
+
+def test_a_capture_named_twice_is_decoded_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As itself and through a link: its frames were decoded twice over, every table doubled."""
+    link = tmp_path / "again.pcap"
+    link.symlink_to(SAMPLE)
+    said = []
+    for captures in ([SAMPLE], [SAMPLE, link, SAMPLE]):
+        out = tmp_path / f"out-{len(captures)}"
+        assert main(["decode", *map(str, captures), "-o", str(out)]) == 1  # the sample's one reject
+        said.append(capsys.readouterr().out.replace(str(out), "OUT"))
+    assert said[0] == said[1] and "frames in 245 = " in said[0]

@@ -237,6 +237,10 @@ def test_what_a_walk_of_folders_finds(logdir: Path, tmp_path: Path) -> None:
     assert found == [root / "orders-0" / "00000000000000000000.log"]  # the topic and partition of its folder
     summary = decode_segments(found, tmp_path / "out")
     assert (summary.files, summary.records) == (1, 150)
+    (tmp_path / "orders-9").mkdir()  # named beside a good one: a mistake, not nothing to read
+    with pytest.raises(OSError, match=r"no \*\.log segment files in this folder") as e:
+        segments.segment_files([logdir / "orders-0", tmp_path / "orders-9"])
+    assert e.value.filename == str(tmp_path / "orders-9")
     fifo = root / "pipe-0" / "00000000000000000000.log"
     fifo.parent.mkdir()
     os.mkfifo(fifo)
