@@ -94,6 +94,22 @@ class CaptureSummary:
     # KRaft control records written, per table (``record_control.LeaderChangeMessage`` ...)
     control: dict[str, int] = field(default_factory=dict)
 
+    def render(self) -> str:
+        """What the job did, in the lines ``arrowkafka decode`` ends its summary with."""
+        verdict = "all accounted for" if self.frames_in == self.rows + self.rejects else "MISMATCH"
+        lines = [f"frames in {self.frames_in} = rows {self.rows} + rejects {self.rejects} ({verdict})"]
+        if self.record_batches:
+            lines.append(f"records {self.records} in {self.record_batches} batches"
+                         f" ({self.record_rejects} batches rejected)")  # fmt: skip
+        if self.control:
+            lines.append(
+                "KRaft control records: " + ", ".join(f"{t} {n}" for t, n in sorted(self.control.items()))
+            )
+        lines.append(
+            f"wrote {len(self.tables)} message tables, the record tables and rejects to {self.outdir}/"
+        )
+        return "\n".join(lines)
+
 
 def _spark_fields(schema: pa.Schema) -> list[pa.Field]:
     """The schema's fields in the types Spark exchanges, all nullable (a row holds either a

@@ -53,5 +53,9 @@ def test_readme_spark_example(spark: Any, tmp_path: Path, monkeypatch: pytest.Mo
     # the capture: every frame accounted for, as the CLI's sample run does (245 frames)
     summary = ns["summary"]
     assert summary.frames_in == 245 == summary.rows + summary.rejects
+    said = summary.render().splitlines()  # the lines the CLI's summary ends with
+    assert said[:2] == ["frames in 245 = rows 244 + rejects 1 (all accounted for)",
+                        "records 373 in 37 batches (0 batches rejected)"]  # fmt: skip
+    assert said[-1].startswith(f"wrote {len(summary.tables)} message tables")
     fetch = ns["spark"].read.parquet(str(tmp_path / "spark-sample" / "FetchResponse.parquet"))
     assert fetch.count() == summary.tables["FetchResponse"] > 0
