@@ -37,6 +37,9 @@ __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schema
 
 CHUNK_BYTES = 16 << 20  # a piece of zstd batches may decompress to 10 times this
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+# a tiered-storage bucket: <topic>-<topic id>/<partition>/<offset>-<segment id>.log, the topic id a
+# Kafka Uuid in URL-safe base64 (the layout of the Aiven plugin and Kafka's own test store)
+_TOPIC_ID_DIR = re.compile(r"^(?P<topic>.+)-[A-Za-z0-9_-]{22}$")
 
 LINK = pa.schema(
     [
@@ -160,12 +163,19 @@ def _walk(folder: Path) -> list[Path]:
 
 
 def _topic_partition(path: Path) -> tuple[str | None, int | None]:
-    """From the ``<topic>-<partition>`` folder name; neither where the name is not one (a
+    """From the ``<topic>-<partition>`` folder name, or in a tiered-storage bucket from the
+    ``<topic>-<topic id>/<partition>`` folders; neither where the names are not those (a
     partition is an int32: ``backup-20240115120000`` names no partition)."""
     m = _PARTITION_DIR.match(path.parent.name)
-    if m is None or int(m["partition"]) >= 2**31:
+    if m is not None:
+        topic, partition = m["topic"], m["partition"]
+    elif path.parent.name.isdigit() and (t := _TOPIC_ID_DIR.match(path.parent.parent.name)):
+        topic, partition = t["topic"], path.parent.name
+    else:
         return None, None
-    return m["topic"], int(m["partition"])
+    if not partition.isascii() or int(partition) >= 2**31:
+        return None, None
+    return topic, int(partition)
 
 
 class _Writers:

@@ -397,6 +397,29 @@ def test_a_folder_name_that_names_no_partition(logdir: Path, tmp_path: Path) -> 
     ) == {None}
 
 
+def test_a_tiered_storage_bucket_names_topic_and_partition(logdir: Path, tmp_path: Path) -> None:
+    """A copy of a tiered-storage bucket: ``<topic>-<topic id>/<partition>/<offset>-<segment
+    id>.log``; a digits-only folder under a name with no topic id names neither."""
+    segment = (logdir / "orders-0" / "00000000000000000000.log").read_bytes()
+    for folder, want in (
+        ("payments.eu-Xq3TRJp0Sk-1ieYEbvX_AA/12", ("payments.eu", 12)),
+        ("payments-12/7", (None, None)),  # 7 is no partition folder: no topic id above it
+        ("backups/12", (None, None)),
+    ):
+        d = tmp_path / folder
+        d.mkdir(parents=True)
+        (d / "00000000000000000000-kQYBO0UlQj2nn8NhTKR3vA.log").write_bytes(segment)
+        assert segments._topic_partition(d / "00000000000000000000-kQYBO0UlQj2nn8NhTKR3vA.log") == want, (
+            folder
+        )
+    summary = decode_segments([tmp_path / "payments.eu-Xq3TRJp0Sk-1ieYEbvX_AA"], tmp_path / "out")
+    batches = pq.read_table(tmp_path / "out" / "record_batches.parquet")
+    assert summary.records == 150
+    assert set(zip(batches["topic"].to_pylist(), batches["partition"].to_pylist(), strict=True)) == {
+        ("payments.eu", 12)
+    }
+
+
 def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Path) -> None:
     """A length past the file's end, or one below 5, is damage when a whole batch lies further
     on: a reject of the bytes up to it, and the file read on from there; zeros to the end are
