@@ -461,7 +461,8 @@ def _write_piece(
     records = got.records.slice(0, n_rec)
     summary.records += n_rec
     for codec in batches.column("codec").to_pylist():
-        summary.codecs[str(codec)] = summary.codecs.get(str(codec), 0) + 1
+        name = "codec unknown" if codec is None else str(codec)  # (a partial batch, or no header)
+        summary.codecs[name] = summary.codecs.get(name, 0) + 1
 
     def link(batch: pa.Array | pa.ChunkedArray, n: int) -> list[pa.Array]:
         return [

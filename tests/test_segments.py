@@ -466,6 +466,7 @@ def test_a_forged_length_or_a_zero_tail_ends_the_file(logdir: Path, tmp_path: Pa
                 )
             if name == "torn":
                 assert batches[-1]["partial"] and summary.partial_bytes == {file: 200} and not rejected
+                assert summary.codecs == {"none": 1, "gzip": 1, "codec unknown": 1}  # (it said "None")
             if name == "zeros":
                 assert summary.zeros == {file: 1 << 20} and "preallocated" in summary.render()
             if name == "zeros then junk":  # no batch to be found: the rest is counted, not read
