@@ -52,7 +52,8 @@ SAMPLE = "tansu_confluent.pcap"
 EXIT = """exit status:
   0    everything decoded (`sample`: the job ran)
   1    done, but some input went to the rejects table (a frame or batch that did not
-       decode, a capture file cut mid-record: the summary says what and why); or with
+       decode, a capture file cut mid-record: the summary says what and why; `segments`:
+       or bytes after damage in which no batch was found, left unread); or with
        `decode --report`, the tables were written but the report failed (said on stderr)
   2    nothing done: a mistake in the command (a bad option, a path that is missing or not
        a capture, an output folder that cannot be written or holds an earlier run)
@@ -241,7 +242,7 @@ def cmd_segments(args: argparse.Namespace) -> int:
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
-    return 0 if summary.rejects == 0 else 1
+    return 0 if summary.rejects == 0 and not summary.unread else 1  # (bytes not read: not all done)
 
 
 REPORT_EXIT = """exit status:

@@ -111,7 +111,9 @@ class SegmentSummary:
         for f, n in self.skipped.items():
             lines.append(f"{f}: {n} bytes that hold no batch, batches after them read (rejects)")
         for f, n in self.unread.items():
-            lines.append(f"{f}: {n} bytes after a length that cannot be walked, no batch in them (not read)")
+            lines.append(
+                f"{f}: {n} bytes after an entry no walk gets past, no batch found in them (not read)"
+            )
         for f, n in self.zeros.items():
             lines.append(f"{f}: ends in {n} bytes of zeros (a preallocated segment's unwritten tail)")
         for name, n in sorted(self.tables.items()):
@@ -273,121 +275,149 @@ def _decode_file(
     batch; a batch the piece cuts is read whole into the next piece (its length says how much:
     one read, not a piece at a time).
 
-    A batch's length is outside its CRC, so damage can make the walk lose its way: a length
-    that cannot be walked (below 5), one that runs past the end of the file, or a rejected
-    entry followed by another (the walk went on from where a wrong length put it). From there
-    the file is searched for the next whole batch (``find_batch``): the bytes up to it are one
-    reject, and the file is read on from it. Where there is none, the walk stands: a batch cut
-    by the file's end is a partial row (a torn write), the rest after a length below 5 is
-    counted unread, and zeros to the end are a preallocated tail."""
+    A batch's length is outside its CRC, so damage can send the walk astray: an entry whose
+    CRC fails, whose magic or length is no batch's, that runs past the end of the file, or
+    that claims more than a piece, may hold whole batches the walk stepped over. The bytes
+    from it to the next entry that is not rejected are searched for a whole batch
+    (``find_batch``): where one is found, the bytes before it are one reject and the file is
+    read on from it. Where none is, the walk stands: a rejected batch is a reject, a batch cut
+    by the file's end a partial row (a torn write), the rest after a length below 5 is counted
+    unread, and zeros to the end are a preallocated tail."""
     topic, partition = _topic_partition(path)
     size = path.stat().st_size
     # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
     # are decoded from them (records still leaves them out)
     keep_payloads = payloads or topic in INTERNAL
-    min_offset = 0  # a batch found after damage lies past the last good one (offsets grow)
-    none_after = size  # a search from here found no batch: one from further on finds none either
+    # (not the offsets of batches read: a base offset is outside its batch's CRC)
+    min_offset = _base_offset(path)
+    none_after = size  # a search from here to the end found no batch: nor will one from further on
     with open(path, "rb") as f:
         pos, buf = 0, f.read(chunk_bytes)
         while True:
-            last = pos + len(buf) >= size
+            end = pos + len(buf)  # where the file's next bytes are
+            last = end >= size
             got = decode_records([buf], errors="null", payloads=keep_payloads)
             batches = got.batches
             n = keep = batches.num_rows  # entries of the piece; those written
             stop = last
-            bad = batches.column("error").is_valid().to_numpy(zero_copy_only=False)
-            at = batches.column("position").to_numpy()
+            rejected = batches.column("error").is_valid().to_numpy(zero_copy_only=False)
+            bad = rejected.copy()
+            # a batch whose CRC checks has the length it was written with: no search in it
+            framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
+            at = batches.column("position").to_numpy() + pos  # in the file
             length = batches.column("batch_length")[n - 1].as_py() if n else None
-            # the piece cuts its last batch: a partial one, or one whose magic byte failed it
-            # before its end (its length says where it ends)
-            cut_short = n and (
+            claimed = at[n - 1] + 12 + (length or 0) if n else 0  # where the last entry says it ends
+            # the piece cuts its last entry: a partial one, or one whose magic byte failed it
+            # before its end (its length says where it ends); (a piece that ends inside a
+            # batch's first 12 bytes says no length: read on)
+            cut_short = bool(n) and (
                 batches.column("partial")[n - 1].as_py()
                 or (
-                    length is not None and 5 <= length and batches.column("size")[n - 1].as_py() < 12 + length
+                    length is not None
+                    and 5 <= length
+                    and at[n - 1] + batches.column("size")[n - 1].as_py() < claimed
                 )
             )
-            # (a piece that ends inside a batch's first 12 bytes says no length: read on)
-            past_end = cut_short and (last or (length is not None and pos + at[n - 1] + 12 + length > size))
-            below_5 = n and not cut_short and (length or 0) < 5
+            past_end = cut_short and (last or (length is not None and claimed > size))
+            below_5 = bool(n) and not cut_short and (length or 0) < 5
             zeros = (
                 below_5
-                and not np.frombuffer(buf, np.uint8)[at[n - 1] :].any()
+                and not np.frombuffer(buf, np.uint8)[at[n - 1] - pos :].any()
                 and _zeros_to_the_end(f)  # (to the file's end: a piece at a time)
             )
-            if past_end or (below_5 and not zeros):
-                bad[n - 1] = True  # an entry no walk gets past
-            lost = np.flatnonzero(bad[:-1] & bad[1:])  # a rejected entry, then another
-            suspect = int(lost[0]) if len(lost) else n - 1 if past_end or (below_5 and not zeros) else None
-            if suspect is not None and pos + int(at[suspect]) < none_after:
-                min_offset = max(min_offset, _next_offset(batches.slice(0, suspect)))
-                found = _find_batch(f, pos + int(at[suspect]) + 1, size, min_offset, chunk_bytes)
-                if found is None:
-                    none_after = pos + int(at[suspect])
-                else:  # read on from the batch found
-                    _write_piece(path, topic, partition, pos, got, suspect, writers, schemas, summary,
-                                 payloads)  # fmt: skip
-                    why = _entry_reason(got, suspect, size - pos - int(at[suspect]))
-                    _skipped(path, f, pos + int(at[suspect]), found, why, writers, summary, payloads)
-                    if progress is not None:
-                        progress(str(path), found, size)
-                    pos = found
-                    del got, batches
-                    f.seek(pos)
-                    buf = f.read(chunk_bytes)
+            big = cut_short and not past_end and claimed - at[n - 1] > chunk_bytes
+            if n and (past_end or big or (below_5 and not zeros)):
+                bad[n - 1] = True  # an entry no walk gets past, or one too big to read on trust
+            found, i = None, 0
+            for i in map(int, np.flatnonzero(bad & ~framed)):
+                if i and bad[i - 1] and not framed[i - 1]:
+                    continue  # searched from the entry before it
+                if i == n - 1 and cut_short and not (past_end or big):
+                    continue  # read on, and searched whole beside the entry after it
+                later = np.flatnonzero(~bad[i + 1 :] | framed[i + 1 :])  # the next entry the walk trusts
+                j = i + 1 + int(later[0]) if len(later) else n
+                limit = int(at[j]) if j < n else size
+                if big and i == n - 1:
+                    limit = int(claimed)  # (a batch it claims to hold: its length is wrong)
+                if limit == size and at[i] >= none_after:
                     continue
+                verified = j < n and not (j == n - 1 and cut_short)  # a batch whose CRC checked
+                found = _find_batch(f, int(at[i]) + 1, limit, min_offset, chunk_bytes, verified)
+                if found is not None:
+                    break
+                if limit == size:
+                    none_after = int(at[i])
+            if found is not None:  # read on from the batch found
+                _write_piece(path, topic, partition, pos, got, i, writers, schemas, summary, payloads)
+                why = _entry_reason(got, i, size - int(at[i]))
+                _skipped(path, f, int(at[i]), found, why, writers, summary, payloads)
+                if progress is not None:
+                    progress(str(path), found, size)
+                pos = found
+                del got, batches
+                f.seek(pos)
+                buf = f.read(chunk_bytes)
+                continue
             need = 0  # bytes the next piece must hold past this one's end
             if zeros:  # a preallocated segment's unwritten tail (Kafka's file.preallocate): no batch
                 keep -= 1
-                summary.zeros[str(path)] = size - pos - int(at[n - 1])
+                summary.zeros[str(path)] = size - int(at[n - 1])
                 stop = True
             elif past_end:
-                summary.partial.append(str(path))  # the file ends inside this batch
-                summary.partial_bytes[str(path)] = size - pos - int(at[n - 1])
+                stop = True  # the file ends inside this entry
+                if not rejected[n - 1]:
+                    summary.partial.append(str(path))
+                    summary.partial_bytes[str(path)] = end - int(at[n - 1])  # (its row's size)
                 if not last:
-                    summary.unread[str(path)] = size - pos - len(buf)
-                stop = True
+                    summary.unread[str(path)] = size - end
             elif below_5:
                 stop = True
                 if not last:
-                    summary.unread[str(path)] = size - pos - len(buf)  # nothing after it can be found
-            elif cut_short:  # read on: the next piece starts with this batch, read whole
+                    summary.unread[str(path)] = size - end  # nothing after it can be found
+            elif cut_short:  # read on: the next piece starts with this entry, read whole (a big
+                # one held no batch: a batch that big, or bytes the walk hops, as in one piece)
                 keep -= 1
-                need = int(at[n - 1]) + 12 + int(length or 0) - len(buf)
-            if not stop and keep and bad[keep - 1]:
-                # and with the rejected entry before it: whether the walk lost its way after it
-                # is seen beside the entry after it (none kept: the piece grows)
-                keep -= 1
-            cut = int(at[keep]) if keep < n else len(buf)
+                need = int(claimed - end)
+            cut = int(at[keep] - pos) if keep < n else len(buf)
             _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
-            min_offset = max(min_offset, _next_offset(batches.slice(0, keep)))
             if progress is not None:
                 progress(str(path), pos + cut, size)
             if stop:
                 return
+            f.seek(end)  # (a search, or a look for zeros, read on past the piece)
             rest = buf[cut:]
             pos += cut
             del got, batches  # this piece's tables go before the next piece decodes beside them
             buf = rest + f.read(max(chunk_bytes, need))
 
 
-def _next_offset(batches: pa.Table) -> int:
-    """The offset after the good batches of ``batches`` (0 if none)."""
-    good = batches.filter(pc.is_null(batches.column("error")))
-    last = pc.max(good.column("last_offset")).as_py() if good.num_rows else None
-    return 0 if last is None else int(last) + 1
+_OFFSET_NAME = re.compile(r"^(\d{20})(?:-[A-Za-z0-9_-]{22})?\.log$")
 
 
-def _find_batch(f: BinaryIO, start: int, size: int, min_offset: int, chunk_bytes: int) -> int | None:
-    """The file position of the first whole batch at or after ``start`` (``find_batch``), read
-    in windows of two pieces, each searched for a batch starting in its first piece: a batch
-    longer than a piece right after the damage can be missed (the ones after it are found)."""
+def _base_offset(path: Path) -> int:
+    """The first offset a segment holds, from its file name (``00000000000000012345.log``, or
+    in a tiered-storage bucket ``00000000000000012345-<segment id>.log``); 0 for other names."""
+    m = _OFFSET_NAME.match(path.name)
+    return int(m[1]) if m and int(m[1]) < 2**63 else 0
+
+
+def _find_batch(
+    f: BinaryIO, start: int, limit: int, min_offset: int, chunk_bytes: int, ends_by_limit: bool
+) -> int | None:
+    """The file position of the first whole batch that starts in [start, limit) (``find_batch``),
+    read in windows of two pieces, each searched for a batch starting in its first piece: a
+    batch longer than a piece right after the damage can be missed (the ones after it are
+    found), as can one among bytes made to look like batch headers (each window's CRCs are
+    bounded). ``ends_by_limit``: a batch whose CRC checks starts at ``limit``, so one found
+    before it ends by it (batches do not overlap): only the bytes up to it are read."""
     step = max(chunk_bytes, 1 << 20)
+    end = limit if ends_by_limit else os.fstat(f.fileno()).st_size  # no batch found ends past it
     at = start
-    while at < size:
+    while at < limit:
         f.seek(at)
-        window = f.read(2 * step)
-        to_end = at + len(window) >= size
-        found = find_batch(window, 0, len(window) if to_end else step, min_offset)
+        window = f.read(min(2 * step, end - at))
+        to_end = at + len(window) >= end
+        found = find_batch(window, 0, min(limit - at, len(window) if to_end else step), min_offset)
         if found is not None:
             return at + found
         if to_end:

@@ -1027,10 +1027,11 @@ OUT_OF_BUDGET = -2  # the CRCs checked reached the budget before a batch was fou
 def find_batch(data, start, stop, min_offset, crc32_table, crc32c_table, budget):
     """The first position p in [start, stop) where a whole entry lies in ``data`` (p + 12 +
     length within it) that is a batch by every test short of its records: magic 0, 1 or 2, a
-    length its magic allows, a known codec, the header fields a writer sets in their ranges,
-    base offset at least ``min_offset`` (offsets grow along a segment), and its CRC checks.
-    Random bytes pass the tests before the CRC about once in 2^40; the CRCs checked may cover
-    at most ``budget`` bytes, so bytes made to pass them cost a bounded search."""
+    length its magic allows, a known codec, the header fields a writer sets in their ranges
+    (magic 2: as many records as offsets at most, 7 bytes a record at least uncompressed;
+    magic 0/1: a key and a value that fill the message), base offset at least ``min_offset``
+    (a segment's offsets start at its file name's), and its CRC checks. The CRCs checked may
+    cover at most ``budget`` bytes, so bytes made to pass the tests cost a bounded search."""
     n = data.shape[0]
     for p in range(start, min(stop, n - 12 - LEGACY_MIN[0] + 1)):  # (the smallest entry)
         magic = np.int64(data[p + AT_MAGIC])
@@ -1040,13 +1041,18 @@ def find_batch(data, start, stop, min_offset, crc32_table, crc32c_table, budget)
         if length > n - p - 12 or _i(data, p, 8) < min_offset:
             continue
         if magic == 2:
+            if length < V2_HEADER - 12:
+                continue
             attr = _i(data, p + V2_ATTR, 2)
+            count = _i(data, p + V2_COUNT, 4)
             if (
-                length < V2_HEADER - 12
-                or attr & CODEC_MASK > 4
+                attr & CODEC_MASK > 4
                 or attr >> 7 != 0  # bits Kafka does not use
-                or _i(data, p + V2_COUNT, 4) < 0
-                or _i(data, p + V2_LAST_DELTA, 4) < 0
+                or count < 0
+                or count > _i(data, p + V2_LAST_DELTA, 4) + 1  # a record per offset at most
+                or (count == 0 and length != V2_HEADER - 12)
+                # an uncompressed record is 7 bytes at least (a varint for each of its fields)
+                or (attr & CODEC_MASK == 0 and length < V2_HEADER - 12 + 7 * count)
                 or _i(data, p + V2_PID, 8) < -1
                 or _i(data, p + V2_PEPOCH, 2) < -1
                 or _i(data, p + V2_BASE_SEQ, 4) < -1
@@ -1066,6 +1072,16 @@ def find_batch(data, start, stop, min_offset, crc32_table, crc32c_table, budget)
                 continue
             attr = np.int64(data[p + LEGACY_ATTR])
             if attr & CODEC_MASK > 3 or attr >> 4 != 0:
+                continue
+            # its key and value fill the message exactly
+            k = p + LEGACY_TS + 8 * magic
+            end = p + 12 + length
+            klen = _i(data, k, 4)
+            if klen < -1 or klen > end - k - 8:
+                continue
+            v = k + 4 + max(klen, 0)
+            vlen = _i(data, v, 4)
+            if vlen < -1 or max(vlen, 0) != end - v - 4:
                 continue
             budget -= length
             if budget < 0:

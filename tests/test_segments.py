@@ -11,15 +11,21 @@ import random
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import crc32c
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
 from arrowkafka import segments
+from arrowkafka.records import Records
 from arrowkafka.segments import decode_segments
 from tests.records.batchtools import Rec, build, rewrap_v2
 from tests.test_topics import metadata_values, offsets_records
@@ -182,6 +188,105 @@ def test_random_damage_is_read_the_same_in_any_pieces(tmp_path: Path) -> None:
             assert held == len(damaged), (case, chunk)
             seen.add(summary.records)
         assert len(seen) == 1, (case, seen)
+
+
+def test_rejected_entries_with_no_batch_after_them_end(tmp_path: Path) -> None:
+    """Entries of a walkable length whose magic byte is no magic's, to the end of the file: the
+    search for a batch after them finds none, and the walk reads on from where it was (it read
+    on from the file's end, where the search had left it, for ever)."""
+    good = b"".join(_six_batches())
+    junk = b"".join(struct.pack(">qi", 0, 100) + bytes(4) + b"\x99" + bytes(95) for _ in range(200))
+    d = tmp_path / "in" / "orders-0"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(good + junk)
+    for chunk in (4096, len(good + junk)):
+        summary = decode_segments([d], tmp_path / f"out-{chunk}", chunk_bytes=chunk)
+        assert (summary.records, summary.rejects, summary.unread) == (30, 200, {}), chunk
+
+
+def _forty(value: Callable[[int], bytes] = lambda i: bytes([i % 251]) * 200) -> list[bytes]:
+    return [
+        _at(build(2, 0, [Rec(b"k%d" % j, value(5 * i + j), [], T0 + j) for j in range(5)]), 5 * i)
+        for i in range(40)
+    ]
+
+
+def _forged(parts: list[bytes], i: int, length: int) -> list[bytes]:
+    return [*parts[:i], parts[i][:8] + struct.pack(">i", length) + parts[i][12:], *parts[i + 1 :]]
+
+
+def _flipped(parts: list[bytes], i: int, at: int, bit: int = 1) -> list[bytes]:
+    b = bytearray(parts[i])
+    b[at] ^= bit
+    return [*parts[:i], bytes(b), *parts[i + 1 :]]
+
+
+def _ints(i: int) -> bytes:  # values of big-endian int32s below 2^20: ids, counters
+    return np.random.default_rng(i).integers(0, 1 << 20, 64).astype(">i4").tobytes()
+
+
+def _utf8_broken(parts: list[bytes], i: int) -> list[bytes]:  # a header key not UTF-8, CRC made good
+    b = bytearray(build(2, 0, [Rec(b"k", b"v", [("hk", b"x")], T0)]))
+    at = b.index(b"hk", 61)
+    b[at : at + 2] = b"\xff\xfe"
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return [*parts[:i], _at(bytes(b), 5 * i), *parts[i + 1 :]]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["end on a later batch", "end at the file's end", "flipped base offset", "int32 values",
+     "two damaged bodies", "well framed, rejected", "forged past a piece", "forged in a zero tail"],
+)  # fmt: skip
+def test_damage_that_sent_the_walk_astray(tmp_path: Path, name: str) -> None:
+    """Damage a review found losing batches, time or memory: every good batch is read, the
+    rejects are the damaged bytes, whatever the pieces; no piece larger than two."""
+    parts, tail = _forty(), b""
+    total = len(b"".join(parts))
+    starts = [sum(map(len, parts[:i])) for i in range(41)]
+    lost = {10}  # batches a reject holds
+    if name == "end on a later batch":  # one CRC reject held batches 11 to 19: no search was made
+        parts = _forged(parts, 10, starts[20] - starts[10] - 12)
+    elif name == "end at the file's end":
+        parts = _forged(parts, 10, total - starts[10] - 12)
+    elif name == "flipped base offset":  # outside the CRC: it raised the floor of offsets searched for
+        parts = _forged(_flipped(parts, 3, 0, 0x40), 10, 1 << 30)
+    elif name == "int32 values":  # values that look like magic 0 headers spent the search's budget
+        parts = _forged(_forty(_ints), 10, 1 << 30)
+    elif name == "two damaged bodies":  # well framed: two rejects, no search (it cost a piece each)
+        parts, lost = _flipped(_flipped(parts, 10, 500), 11, 500), {10, 11}
+    elif name == "well framed, rejected":  # CRCs good: no search at all (it took minutes)
+        parts, lost = _utf8_broken(_utf8_broken(parts, 10), 11), {10, 11}
+    elif name == "forged past a piece":  # inside the file: it was read whole, a piece of its size
+        parts = _forged(parts, 10, starts[38] - starts[10])
+    else:  # the walk landed in a preallocated tail: no search was made
+        parts, tail = _forged(parts, 10, total - starts[10] + 1000), bytes(50_000)
+    d = tmp_path / "in" / "orders-0"
+    d.mkdir(parents=True)
+    data = b"".join(parts) + tail
+    (d / "00000000000000000000.log").write_bytes(data)
+    pieces: list[int] = []
+    decode = segments.decode_records
+
+    def spy(buf: list[bytes], **kw: Any) -> Records:
+        pieces.append(len(buf[0]))
+        return decode(buf, **kw)
+
+    for chunk in (4096, 1 << 22):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(segments, "decode_records", spy)
+            summary = decode_segments([d], tmp_path / f"out-{chunk}", chunk_bytes=chunk)
+        batches = pq.read_table(tmp_path / f"out-{chunk}" / "record_batches.parquet")
+        good = pc.is_null(batches["error"])
+        offsets = pc.filter(batches["base_offset"], good).to_pylist()
+        if name == "flipped base offset":
+            offsets[3] ^= 1 << 62
+        assert offsets == [5 * i for i in range(40) if i not in lost], (name, chunk)
+        rejects = pq.read_table(tmp_path / f"out-{chunk}" / "rejects.parquet")
+        assert b"".join(rejects["raw"].to_pylist()) == b"".join(parts[i] for i in sorted(lost)), (name, chunk)
+        assert summary.rejects == rejects.num_rows == len(lost), (name, chunk)
+        assert not summary.unread and not summary.partial, (name, chunk)
+        assert max(pieces) <= 2 * max(chunk, max(map(len, parts))), (name, chunk)
 
 
 def test_a_cut_segment_and_a_damaged_batch(logdir: Path, tmp_path: Path) -> None:

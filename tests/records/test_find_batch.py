@@ -89,7 +89,17 @@ def test_headers_made_to_pass_cost_a_bounded_search() -> None:
     buf = bytearray(n)
     for p in range(0, n - 61, 61):
         struct.pack_into(">qiib", buf, p, 0, n - p - 12, 0, 2)  # offset, length, epoch, magic
+        struct.pack_into(">i", buf, p + 57, 1)  # one record
     data = np.frombuffer(bytes(buf), np.uint8)
     got = k.find_batch(data, 0, n, 0, k.CRC32_TABLE, k.CRC32C_TABLE, 16 * n)
     assert got == k.OUT_OF_BUDGET
     assert find_batch(bytes(buf), 0, n) is None
+
+
+def test_values_of_small_ints_cost_no_crc() -> None:
+    """Big-endian int32s below 2^20 (ids, counters) look like the start of magic 0 messages and
+    of magic 2 batches at many positions: the key and value lengths a message must fill, and
+    the records a batch's length must hold, turn them all away before any CRC."""
+    data = np.random.default_rng(1).integers(0, 1 << 20, 1 << 16).astype(">i4").view(np.uint8)
+    n = len(data)
+    assert k.find_batch(data, 0, n, 0, k.CRC32_TABLE, k.CRC32C_TABLE, n // 64) == k.NOT_FOUND
