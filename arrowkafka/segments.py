@@ -305,6 +305,9 @@ def _decode_file(
             # a batch whose CRC checks has the length it was written with: no search in it
             framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
             at = batches.column("position").to_numpy() + pos  # in the file
+            offsets = batches.filter(pc.invert(batches.column("error").is_valid())).column("base_offset")
+            if len(offsets) and pc.min(offsets).as_py() < min_offset:
+                min_offset = 0  # the file's name is not its first offset
             length = batches.column("batch_length")[n - 1].as_py() if n else None
             claimed = at[n - 1] + 12 + (length or 0) if n else 0  # where the last entry says it ends
             # the piece cuts its last entry: a partial one, or one whose magic byte failed it
@@ -363,6 +366,9 @@ def _decode_file(
                 keep -= 1
                 summary.zeros[str(path)] = size - int(at[n - 1])
                 stop = True
+            elif past_end and not last and size - at[n - 1] <= max(2 * chunk_bytes, RAW_KEPT):
+                keep -= 1  # a torn write's batch, cut by the piece: read to the file's end, whole
+                need = size - end
             elif past_end:
                 stop = True  # the file ends inside this entry
                 if not rejected[n - 1]:
@@ -433,7 +439,9 @@ def _entry_reason(got: Records, b: int, left: int) -> str:
     if rejects.num_rows:
         return str(rejects.column("reason")[0].as_py())
     length = got.batches.column("batch_length")[b].as_py()
-    return f"batch length {length} runs past the end of the file ({left - 12} bytes after it)"
+    if length is not None and length > left - 12:
+        return f"batch length {length} runs past the end of the file ({left - 12} bytes after it)"
+    return f"batch length {length} passes over whole batches (more than a piece, read no further)"
 
 
 RAW_KEPT = 64 << 20  # bytes of a region that holds no batch kept in its reject (more: the file has them)

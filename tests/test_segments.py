@@ -137,6 +137,27 @@ def test_a_piece_that_ends_inside_a_batch_length_reads_on(logdir: Path, tmp_path
         assert (summary.records, summary.partial, summary.unread) == (150, [], {}), k
 
 
+def test_a_torn_write_cut_by_a_piece_is_one_partial_batch(tmp_path: Path) -> None:
+    """A segment that ends inside its last batch (a broker stopped mid-write), with a piece
+    boundary inside that batch: one partial row of all its bytes, nothing unread (it was split
+    between the row and an unread count, exit status 1, with no damage at all)."""
+    parts = _six_batches()
+    d = tmp_path / "in" / "orders-0"
+    d.mkdir(parents=True)
+    file = d / "00000000000000000000.log"
+    file.write_bytes(b"".join(parts[:5]) + parts[5][:600])
+    for chunk in range(len(parts[0]) - 200, len(parts[0]) + 600, 97):
+        summary = decode_segments([d], tmp_path / f"out-{chunk}", chunk_bytes=chunk)
+        assert (summary.records, summary.partial_bytes, summary.unread) == (25, {str(file): 600}, {}), chunk
+    # after damage, a batch is searched for from the offset a segment's name gives, unless the
+    # batches read are below it (the search found none: the rest was one partial row)
+    file.unlink()
+    named = d / "09223372036854775807.log"
+    named.write_bytes(b"".join(_forged(parts[:5], 2, 1 << 30)))
+    summary = decode_segments([named], tmp_path / "named", chunk_bytes=1000)
+    assert (summary.records, summary.rejects, summary.partial) == (20, 1, [])
+
+
 def test_random_damage_is_read_the_same_in_any_pieces(tmp_path: Path) -> None:
     """Forged lengths, flipped bytes, holes, cuts and inserted zeros in a segment of every magic
     and codec: whatever the pieces, the same records, and every byte of the file in a batch,
