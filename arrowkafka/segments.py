@@ -306,7 +306,8 @@ def _decode_file(
             framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
             at = batches.column("position").to_numpy() + pos  # in the file
             offsets = batches.filter(pc.invert(batches.column("error").is_valid())).column("base_offset")
-            if len(offsets) and pc.min(offsets).as_py() < min_offset:
+            lowest = pc.min(offsets).as_py()  # (None: no batch here has an offset)
+            if lowest is not None and lowest < min_offset:
                 min_offset = 0  # the file's name is not its first offset
             length = batches.column("batch_length")[n - 1].as_py() if n else None
             claimed = at[n - 1] + 12 + (length or 0) if n else 0  # where the last entry says it ends
