@@ -135,6 +135,10 @@ def test_a_piece_that_ends_inside_a_batch_length_reads_on(logdir: Path, tmp_path
     for k in (1, 8, 11, 12):
         summary = decode_segments([d], tmp_path / f"out-{k}", chunk_bytes=first + k)
         assert (summary.records, summary.partial, summary.unread) == (150, [], {}), k
+    # a last piece of fewer than 8 bytes: a partial batch with no offset (it raised a TypeError)
+    (d / "00000000000000000000.log").write_bytes(whole[:first] + whole[first : first + 5])
+    summary = decode_segments([d], tmp_path / "five", chunk_bytes=first)
+    assert (summary.records, summary.partial_bytes) == (50, {str(d / "00000000000000000000.log"): 5})
 
 
 def test_a_torn_write_cut_by_a_piece_is_one_partial_batch(tmp_path: Path) -> None:
