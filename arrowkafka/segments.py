@@ -288,7 +288,8 @@ def _decode_file(
     # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
     # are decoded from them (records still leaves them out)
     keep_payloads = payloads or topic in INTERNAL
-    # (not the offsets of batches read: a base offset is outside its batch's CRC)
+    # the floor of offsets a search looks for: the file name's, not the batches' (a base offset
+    # is outside its batch's CRC), unless batches read lie below it (then none)
     min_offset = _base_offset(path)
     none_after = size  # a search from here to the end found no batch: nor will one from further on
     with open(path, "rb") as f:
