@@ -306,8 +306,8 @@ def _decode_file(
             # a batch whose CRC checks has the length it was written with: no search in it
             framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
             at = batches.column("position").to_numpy() + pos  # in the file
-            offsets = batches.filter(pc.invert(batches.column("error").is_valid())).column("base_offset")
-            lowest = pc.min(offsets).as_py()  # (None: no batch here has an offset)
+            # (None: no batch here has an offset)
+            lowest = pc.min(batches.column("base_offset").filter(pa.array(~rejected))).as_py()
             if lowest is not None and lowest < min_offset:
                 min_offset = 0  # the file's name is not its first offset
             length = batches.column("batch_length")[n - 1].as_py() if n else None
