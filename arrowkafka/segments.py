@@ -11,7 +11,6 @@ tables through ``arrowkafka.topics``.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
@@ -24,22 +23,22 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from arrowkafka.errors import ArrowKafkaError
+from arrowkafka.output import ParquetTables
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
-from arrowkafka.schema import portable_table
 from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
 
 CHUNK_BYTES = 16 << 20  # a piece of zstd batches may decompress to 10 times this
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-# a tiered-storage bucket: <topic>-<topic id>/<partition>/<offset>-<segment id>.log, the topic id a
+# a tiered-storage bucket: <topic>-<topic id>/<partition>/<offset>-<segment id>.log, each id a
 # Kafka Uuid in URL-safe base64 (the layout of the Aiven plugin and Kafka's own test store)
-_TOPIC_ID_DIR = re.compile(r"^(?P<topic>.+)-[A-Za-z0-9_-]{22}$")
+_ID = r"[A-Za-z0-9_-]{22}"
+_TOPIC_ID_DIR = re.compile(rf"^(?P<topic>.+)-{_ID}$")
 
 LINK = pa.schema(
     [
@@ -180,49 +179,6 @@ def _topic_partition(path: Path) -> tuple[str | None, int | None]:
     return topic, int(partition)
 
 
-class _Writers:
-    """One Parquet file per table: ``<name>.parquet``, or with ``part`` the file
-    ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task)."""
-
-    def __init__(self, out: Path, part: str | None) -> None:
-        self.out, self.part = out, part
-        self.open: dict[str, pq.ParquetWriter] = {}
-        self.empty: list[str] = []  # tables written empty (no rows) by ``close``
-
-    def path(self, name: str) -> Path:
-        if self.part is None:
-            return self.out / f"{name}.parquet"
-        folder = self.out / f"{name}.parquet"
-        folder.mkdir(exist_ok=True)
-        return folder / f"{self.part}.parquet"
-
-    def write(self, name: str, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        table = portable_table(table)  # types every reader takes, Spark's included
-        if name not in self.open:
-            self.open[name] = pq.ParquetWriter(self.path(name), table.schema)
-        self.open[name].write_table(table)
-
-    def abort(self) -> None:
-        """The job failed: its tables go (each holds only what was written before the failure,
-        and would pass for a whole one)."""
-        for w in self.open.values():
-            with contextlib.suppress(Exception):
-                w.close()
-        for name in [*self.open, *self.empty]:
-            with contextlib.suppress(OSError):
-                self.path(name).unlink()
-
-    def close(self, empty: dict[str, pa.Schema]) -> None:
-        for w in self.open.values():
-            w.close()
-        for name, schema in empty.items():
-            if name not in self.open:
-                self.empty.append(name)
-                pq.write_table(portable_table(schema.empty_table()), self.path(name))
-
-
 def decode_segments(
     paths: Iterable[str | Path],
     outdir: str | Path,
@@ -242,7 +198,7 @@ def decode_segments(
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     schemas = segment_schemas(payloads)
-    writers = _Writers(out, part)
+    writers = ParquetTables(out, part)
     summary = SegmentSummary(first_batch_id=first_batch_id)
     try:
         for path in files:
@@ -264,7 +220,7 @@ OTHER_TABLES = (*INTERNAL_TABLES, CONTROL_TABLES)  # the tables named by prefix,
 
 def _decode_file(
     path: Path,
-    writers: _Writers,
+    writers: ParquetTables,
     schemas: dict[str, pa.Schema],
     summary: SegmentSummary,
     payloads: bool,
@@ -399,7 +355,7 @@ def _decode_file(
             buf = rest + f.read(max(chunk_bytes, need))
 
 
-_OFFSET_NAME = re.compile(r"^(\d{20})(?:-[A-Za-z0-9_-]{22})?\.log$")
+_OFFSET_NAME = re.compile(rf"^(\d{{20}})(?:-{_ID})?\.log$")
 
 
 def _base_offset(path: Path) -> int:
@@ -455,7 +411,7 @@ def _skipped(
     start: int,
     end: int,
     why: str,
-    writers: _Writers,
+    writers: ParquetTables,
     summary: SegmentSummary,
     payloads: bool,
 ) -> None:
@@ -489,7 +445,7 @@ def _write_piece(
     pos: int,
     got: Records,
     keep: int,
-    writers: _Writers,
+    writers: ParquetTables,
     schemas: dict[str, pa.Schema],
     summary: SegmentSummary,
     payloads: bool,
@@ -552,7 +508,7 @@ def _typed(
     pos: int,
     batches: pa.Table,
     records: pa.Table,
-    writers: _Writers,
+    writers: ParquetTables,
     summary: SegmentSummary,
 ) -> None:
     """The records of an internal topic as typed tables (control records left out), each row
@@ -620,7 +576,7 @@ def _write_typed(
     data: pa.Table,
     tables: dict[str, pa.Table],
     rows: np.ndarray,
-    writers: _Writers,
+    writers: ParquetTables,
     summary: SegmentSummary,
 ) -> None:
     for name, table in tables.items():

@@ -96,15 +96,10 @@ class CaptureSummary:
 
     def render(self) -> str:
         """What the job did, in the lines ``arrowkafka decode`` ends its summary with."""
-        verdict = "all accounted for" if self.frames_in == self.rows + self.rejects else "MISMATCH"
-        lines = [f"frames in {self.frames_in} = rows {self.rows} + rejects {self.rejects} ({verdict})"]
-        if self.record_batches:
-            lines.append(f"records {self.records} in {self.record_batches} batches"
-                         f" ({self.record_rejects} batches rejected)")  # fmt: skip
-        if self.control:
-            lines.append(
-                "KRaft control records: " + ", ".join(f"{t} {n}" for t, n in sorted(self.control.items()))
-            )
+        from arrowkafka.traffic.summary import frames_line, record_lines
+
+        lines = [frames_line(self.frames_in, self.rows, self.rejects)]
+        lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
         lines.append(
             f"wrote {len(self.tables)} message tables, the record tables and rejects to {self.outdir}/"
         )

@@ -4,18 +4,16 @@ appended as row groups, so memory is bounded by the chunk whatever the capture's
 
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from arrowkafka.api import SpecSet
+from arrowkafka.output import ParquetTables
 from arrowkafka.records.tables import CONTROL_TABLES
-from arrowkafka.schema import portable_table
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
@@ -61,23 +59,19 @@ def decode_capture(
     out = None if outdir is None else Path(outdir)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    writers: dict[str, pq.ParquetWriter] = {}
-    made: list[Path] = []  # tables written empty
+    written = ParquetTables(out)
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
+    schemas: dict[str, pa.Schema] = {}  # every table held: written with no rows if it gets none
     held_bytes = 0
     # per capture, topic id -> name: what its Metadata responses said so far (one capture's
     # names never name another's topics, as in the Spark job)
     names_of: dict[str, dict[bytes, str]] = defaultdict(dict)
 
-    def write(message: str, schema: pa.Schema) -> None:
+    def write(message: str) -> None:
         # few, large row groups: each costs metadata kept in memory until the file is closed
-        if out is not None and held[message]:
-            table = portable_table(pa.concat_tables(held[message]))  # types every reader takes
-            if message not in writers:
-                writers[message] = pq.ParquetWriter(
-                    out / f"{message}.parquet", table.schema, **_writer_options(table.schema)
-                )
-            writers[message].write_table(table)
+        if held[message]:
+            schemas.setdefault(message, held[message][0].schema)
+            written.write(message, pa.concat_tables(held[message]))
         held[message] = []
 
     try:
@@ -116,68 +110,14 @@ def decode_capture(
                 held[message] += parts
             held_bytes += len(rows.a.data)
             if held_bytes >= HELD_BYTES:
-                for message, parts in list(held.items()):
-                    if parts:
-                        write(message, parts[0].schema)
+                for message in list(held):
+                    write(message)
                 held_bytes = 0
-        for message, parts in list(held.items()):
-            if parts:
-                write(message, parts[0].schema)
-        if out is not None:
-            empty = {"rejects": REJECT_SCHEMA, **record_schemas(payloads)}
-            for name, schema in empty.items():
-                if name not in writers:
-                    made.append(out / f"{name}.parquet")
-                    pq.write_table(portable_table(schema.empty_table()), made[-1])
-        for w in writers.values():
-            w.close()
+        for message in list(held):
+            write(message)
+        # the rejects and record tables are there even when empty, as is every message table seen
+        written.close({"rejects": REJECT_SCHEMA, **record_schemas(payloads), **schemas})
     except BaseException:  # an interrupt too: the tables go (each would pass for a whole one)
-        for w in writers.values():
-            with contextlib.suppress(Exception):
-                w.close()
-        for table in [*(out / f"{m}.parquet" for m in writers), *made] if out is not None else []:
-            with contextlib.suppress(OSError):
-                table.unlink()
+        written.abort()
         raise
     return summary
-
-
-def _writer_options(schema: pa.Schema) -> dict[str, Any]:
-    """How a table is written: dictionaries for its strings and binaries only; statistics for
-    its top-level columns only (what readers skip row groups by: times, ids, versions); values
-    handed to the encoders 64K at a time, not 1K."""
-    return {
-        "use_dictionary": _byte_array_columns(schema),
-        "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
-        "write_batch_size": 1 << 16,
-    }
-
-
-# binary leaves that hold data, not names: no dictionary (``records`` fields, record keys,
-# values and header values; unknown tags' values, which rarely repeat either)
-PAYLOADS = {"records", "key", "value"}
-
-
-def _byte_array_columns(schema: pa.Schema) -> list[str]:
-    """The Parquet paths of the string and binary leaves of ``schema``: the columns worth a
-    dictionary (hosts, topics, client ids repeat). Numbers are written plain: dictionaries for
-    every leaf of the nested tables cost more writing time than they save in size. So are
-    payloads (``records`` fields, record keys, values and header values): they rarely repeat,
-    and trying a dictionary on them took a tenth of a bulk capture's time, for the same size."""
-    out: list[str] = []
-
-    def walk(path: str, t: pa.DataType) -> None:
-        if pa.types.is_struct(t):
-            for f in t:
-                walk(f"{path}.{f.name}", f.type)
-        elif pa.types.is_map(t):
-            walk(f"{path}.key_value.key", t.key_type)
-            walk(f"{path}.key_value.value", t.item_type)
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            walk(f"{path}.list.element", t.value_type)
-        elif pa.types.is_string(t) or (pa.types.is_binary(t) and path.rsplit(".", 1)[-1] not in PAYLOADS):
-            out.append(path)
-
-    for f in schema:
-        walk(f.name, f.type)
-    return out

@@ -36,6 +36,7 @@ file position in the byte-offset column; the summary prints a line for each.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -89,12 +90,8 @@ class Summary:
                          f"{s['rejects']:>7} {p50:>8} {p99:>8}")  # fmt: skip
         cut = [c for c in self.capture_stats if c.truncated_bytes]
         broken = [c for c in self.capture_stats if c.broken_offset is not None]
-        verdict = "all accounted for" if self.frames_in == self.rows + self.rejects else "MISMATCH"
-        if cut and verdict != "MISMATCH":
-            verdict += ", but a capture file was cut"
-        if broken and verdict != "MISMATCH":
-            verdict += ", but a capture file's framing broke"
-        lines.append(f"\nframes in {self.frames_in} = rows {self.rows} + rejects {self.rejects} ({verdict})")
+        buts = ["a capture file was cut"] * bool(cut) + ["a capture file's framing broke"] * bool(broken)
+        lines.append("\n" + frames_line(self.frames_in, self.rows, self.rejects, buts))
         for c in cut:
             lines.append(f"capture cut: {_cut_text(c)} (not read: see rejects)")
         for c in broken:
@@ -106,13 +103,27 @@ class Summary:
                     f"TCP segments ignored{where}: {c.tcp.invalid_segments} with SYN and FIN or RST"
                     f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them"
                 )
-        if self.record_batches:
-            lines.append(f"records {self.records} in {self.record_batches} batches"
-                         f" ({self.record_rejects} batches rejected)")  # fmt: skip
-        if self.control:
-            counts = ", ".join(f"{t} {n}" for t, n in sorted(self.control.items()))
-            lines.append(f"KRaft control records: {counts}")
+        lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
         return "\n".join(lines)
+
+
+def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = ()) -> str:
+    """The summary's line that adds up the frames (``buts``: what to say when they add up but
+    something was not read), as the CLI and the Spark job print it."""
+    verdict = "all accounted for" if frames_in == rows + rejects else "MISMATCH"
+    if verdict != "MISMATCH":
+        verdict += "".join(f", but {b}" for b in buts)
+    return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
+
+
+def record_lines(records: int, batches: int, rejected: int, control: dict[str, int]) -> list[str]:
+    """The summary's lines on the records inside Produce and Fetch (none if there were none)."""
+    lines = []
+    if batches:
+        lines.append(f"records {records} in {batches} batches ({rejected} batches rejected)")
+    if control:
+        lines.append("KRaft control records: " + ", ".join(f"{t} {n}" for t, n in sorted(control.items())))
+    return lines
 
 
 def add_reject(

@@ -1,0 +1,109 @@
+"""The Parquet tables a job writes (``traffic.decode_capture``, ``segments.decode_segments``):
+one file per table, appended to a row group at a time, in the types every reader takes; on a
+failure the job's tables go, so none is left that would pass for a whole one."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from arrowkafka.schema import portable_table
+
+__all__ = ["ParquetTables"]
+
+
+class ParquetTables:
+    """One Parquet file per table under ``out``: ``<name>.parquet``, or with ``part`` the file
+    ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task). ``out`` None:
+    nothing is written."""
+
+    def __init__(self, out: Path | None, part: str | None = None) -> None:
+        self.out, self.part = out, part
+        self.open: dict[str, pq.ParquetWriter] = {}
+        self.empty: list[str] = []  # tables written empty (no rows) by ``close``
+
+    def path(self, name: str) -> Path:
+        assert self.out is not None
+        if self.part is None:
+            return self.out / f"{name}.parquet"
+        folder = self.out / f"{name}.parquet"
+        folder.mkdir(exist_ok=True)
+        return folder / f"{self.part}.parquet"
+
+    def write(self, name: str, table: pa.Table) -> None:
+        """Append ``table``'s rows to table ``name`` as a row group (none: nothing written)."""
+        if self.out is None or table.num_rows == 0:
+            return
+        table = portable_table(table)  # types every reader takes, Spark's included
+        if name not in self.open:
+            self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **writer_options(table.schema))
+        self.open[name].write_table(table)
+
+    def close(self, empty: dict[str, pa.Schema]) -> None:
+        """The job is done: the files are closed, and the tables of ``empty`` that got no rows
+        are written with none (their schema: a reader finds every table of the job)."""
+        for w in self.open.values():
+            w.close()
+        if self.out is None:
+            return
+        for name, schema in empty.items():
+            if name not in self.open:
+                self.empty.append(name)
+                pq.write_table(portable_table(schema.empty_table()), self.path(name))
+
+    def abort(self) -> None:
+        """The job failed: its tables go (each holds only what was written before the failure,
+        and would pass for a whole one)."""
+        for w in self.open.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        if self.out is None:
+            return
+        for name in [*self.open, *self.empty]:
+            with contextlib.suppress(OSError):
+                self.path(name).unlink()
+
+
+def writer_options(schema: pa.Schema) -> dict[str, Any]:
+    """How a table is written: dictionaries for its strings and binaries only; statistics for
+    its top-level columns only (what readers skip row groups by: times, ids, versions); values
+    handed to the encoders 64K at a time, not 1K."""
+    return {
+        "use_dictionary": _byte_array_columns(schema),
+        "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
+        "write_batch_size": 1 << 16,
+    }
+
+
+# binary leaves that hold data, not names: no dictionary (``records`` fields, record keys,
+# values and header values; unknown tags' values, which rarely repeat either)
+PAYLOADS = {"records", "key", "value"}
+
+
+def _byte_array_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet paths of the string and binary leaves of ``schema``: the columns worth a
+    dictionary (hosts, topics, client ids repeat). Numbers are written plain: dictionaries for
+    every leaf of the nested tables cost more writing time than they save in size. So are
+    payloads (``records`` fields, record keys, values and header values): they rarely repeat,
+    and trying a dictionary on them took a tenth of a bulk capture's time, for the same size."""
+    out: list[str] = []
+
+    def walk(path: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f"{path}.{f.name}", f.type)
+        elif pa.types.is_map(t):
+            walk(f"{path}.key_value.key", t.key_type)
+            walk(f"{path}.key_value.value", t.item_type)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(f"{path}.list.element", t.value_type)
+        elif pa.types.is_string(t) or (pa.types.is_binary(t) and path.rsplit(".", 1)[-1] not in PAYLOADS):
+            out.append(path)
+
+    for f in schema:
+        walk(f.name, f.type)
+    return out
