@@ -252,97 +252,50 @@ def _decode_file(
         pos, buf = 0, f.read(chunk_bytes)
         while True:
             end = pos + len(buf)  # where the file's next bytes are
-            last = end >= size
             got = decode_records([buf], errors="null", payloads=keep_payloads)
-            batches = got.batches
-            n = keep = batches.num_rows  # entries of the piece; those written
-            stop = last
-            rejected = batches.column("error").is_valid().to_numpy(zero_copy_only=False)
-            bad = rejected.copy()
-            # a batch whose CRC checks has the length it was written with: no search in it
-            framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
-            at = batches.column("position").to_numpy() + pos  # in the file
+            e = _piece_end(got.batches, buf, pos, size, chunk_bytes, f)
+            n = keep = e.n  # entries of the piece; those written
+            stop = e.last
             # (None: no batch here has an offset)
-            lowest = pc.min(batches.column("base_offset").filter(pa.array(~rejected))).as_py()
+            lowest = pc.min(got.batches.column("base_offset").filter(pa.array(~e.rejected))).as_py()
             if lowest is not None and lowest < min_offset:
                 min_offset = 0  # the file's name is not its first offset
-            length = batches.column("batch_length")[n - 1].as_py() if n else None
-            claimed = at[n - 1] + 12 + (length or 0) if n else 0  # where the last entry says it ends
-            # the piece cuts its last entry: a partial one, or one whose magic byte failed it
-            # before its end (its length says where it ends); (a piece that ends inside a
-            # batch's first 12 bytes says no length: read on)
-            cut_short = bool(n) and (
-                batches.column("partial")[n - 1].as_py()
-                or (
-                    length is not None
-                    and 5 <= length
-                    and at[n - 1] + batches.column("size")[n - 1].as_py() < claimed
-                )
-            )
-            past_end = cut_short and (last or (length is not None and claimed > size))
-            below_5 = bool(n) and not cut_short and (length or 0) < 5
-            zeros = (
-                below_5
-                and not np.frombuffer(buf, np.uint8)[at[n - 1] - pos :].any()
-                and _zeros_to_the_end(f)  # (to the file's end: a piece at a time)
-            )
-            big = cut_short and not past_end and claimed - at[n - 1] > chunk_bytes
-            if n and (past_end or big or (below_5 and not zeros)):
-                bad[n - 1] = True  # an entry no walk gets past, or one too big to read on trust
-            found, i = None, 0
-            for i in map(int, np.flatnonzero(bad & ~framed)):
-                if i and bad[i - 1] and not framed[i - 1]:
-                    continue  # searched from the entry before it
-                if i == n - 1 and cut_short and not (past_end or big):
-                    continue  # read on, and searched whole beside the entry after it
-                later = np.flatnonzero(~bad[i + 1 :] | framed[i + 1 :])  # the next entry the walk trusts
-                j = i + 1 + int(later[0]) if len(later) else n
-                limit = int(at[j]) if j < n else size
-                if big and i == n - 1:
-                    limit = int(claimed)  # (a batch it claims to hold: its length is wrong)
-                if limit == size and at[i] >= none_after:
-                    continue
-                verified = j < n and not (j == n - 1 and cut_short)  # a batch whose CRC checked
-                found = _find_batch(f, int(at[i]) + 1, limit, min_offset, chunk_bytes, verified)
-                if found is not None:
-                    break
-                if limit == size:
-                    none_after = int(at[i])
+            found, i, none_after = _search(e, f, size, min_offset, chunk_bytes, none_after)
             if found is not None:  # read on from the batch found
                 _write_piece(path, topic, partition, pos, got, i, writers, schemas, summary, payloads)
-                why = _entry_reason(got, i, size - int(at[i]))
-                _skipped(path, f, int(at[i]), found, why, writers, summary, payloads)
+                why = _entry_reason(got, i, size - int(e.at[i]))
+                _skipped(path, f, int(e.at[i]), found, why, writers, summary, payloads)
                 if progress is not None:
                     progress(str(path), found, size)
                 pos = found
-                del got, batches
+                del got
                 f.seek(pos)
                 buf = f.read(chunk_bytes)
                 continue
             need = 0  # bytes the next piece must hold past this one's end
-            if zeros:  # a preallocated segment's unwritten tail (Kafka's file.preallocate): no batch
+            if e.zeros:  # a preallocated segment's unwritten tail (Kafka's file.preallocate): no batch
                 keep -= 1
-                summary.zeros[str(path)] = size - int(at[n - 1])
+                summary.zeros[str(path)] = size - int(e.at[n - 1])
                 stop = True
-            elif past_end and not last and size - at[n - 1] <= max(2 * chunk_bytes, RAW_KEPT):
+            elif e.past_end and not e.last and size - e.at[n - 1] <= max(2 * chunk_bytes, RAW_KEPT):
                 keep -= 1  # a torn write's batch, cut by the piece: read to the file's end, whole
                 need = size - end
-            elif past_end:
+            elif e.past_end:
                 stop = True  # the file ends inside this entry
-                if not rejected[n - 1]:
+                if not e.rejected[n - 1]:
                     summary.partial.append(str(path))
-                    summary.partial_bytes[str(path)] = end - int(at[n - 1])  # (its row's size)
-                if not last:
+                    summary.partial_bytes[str(path)] = end - int(e.at[n - 1])  # (its row's size)
+                if not e.last:
                     summary.unread[str(path)] = size - end
-            elif below_5:
+            elif e.below_5:
                 stop = True
-                if not last:
+                if not e.last:
                     summary.unread[str(path)] = size - end  # nothing after it can be found
-            elif cut_short:  # read on: the next piece starts with this entry, read whole (a big
+            elif e.cut_short:  # read on: the next piece starts with this entry, read whole (a big
                 # one held no batch: a batch that big, or bytes the walk hops, as in one piece)
                 keep -= 1
-                need = int(claimed - end)
-            cut = int(at[keep] - pos) if keep < n else len(buf)
+                need = int(e.claimed - end)
+            cut = int(e.at[keep] - pos) if keep < n else len(buf)
             _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
             if progress is not None:
                 progress(str(path), pos + cut, size)
@@ -351,8 +304,92 @@ def _decode_file(
             f.seek(end)  # (a search, or a look for zeros, read on past the piece)
             rest = buf[cut:]
             pos += cut
-            del got, batches  # this piece's tables go before the next piece decodes beside them
+            del got  # this piece's tables go before the next piece decodes beside them
             buf = rest + f.read(max(chunk_bytes, need))
+
+
+@dataclass
+class _PieceEnd:
+    """What the entries of a decoded piece say: where each is in the file, which the walk
+    trusts, and how the piece ends."""
+
+    n: int  # entries
+    at: np.ndarray  # each entry's position in the file
+    rejected: np.ndarray  # entries with an error
+    framed: np.ndarray  # entries whose CRC checks: the length they were written with
+    bad: np.ndarray  # entries that make the walk suspect: rejected, or the last one as below
+    last: bool  # the piece reaches the file's end
+    claimed: int  # where the last entry says it ends
+    cut_short: bool  # the piece cuts its last entry
+    past_end: bool  # ... which runs past the file's end
+    big: bool  # ... which claims more than a piece, and ends inside the file
+    below_5: bool  # the last entry's length is below 5: no walk gets past it
+    zeros: bool  # ... and the file is zeros from it to its end (a preallocated tail)
+
+
+def _piece_end(
+    batches: pa.Table, buf: bytes, pos: int, size: int, chunk_bytes: int, f: BinaryIO
+) -> _PieceEnd:
+    """The entries of the piece ``buf`` (at ``pos`` in a file of ``size`` bytes) that
+    ``decode_records`` read into ``batches``."""
+    n = batches.num_rows
+    last = pos + len(buf) >= size
+    rejected = batches.column("error").is_valid().to_numpy(zero_copy_only=False)
+    bad = rejected.copy()
+    # a batch whose CRC checks has the length it was written with: no search in it
+    framed = batches.column("crc_ok").fill_null(False).to_numpy(zero_copy_only=False)
+    at = batches.column("position").to_numpy() + pos
+    length = batches.column("batch_length")[n - 1].as_py() if n else None
+    claimed = int(at[n - 1]) + 12 + (length or 0) if n else 0
+    # the piece cuts its last entry: a partial one, or one whose magic byte failed it before
+    # its end (its length says where it ends); (a piece that ends inside a batch's first 12
+    # bytes says no length: read on)
+    cut_short = bool(n) and (
+        batches.column("partial")[n - 1].as_py()
+        or (
+            length is not None and 5 <= length and at[n - 1] + batches.column("size")[n - 1].as_py() < claimed
+        )
+    )
+    past_end = cut_short and (last or (length is not None and claimed > size))
+    below_5 = bool(n) and not cut_short and (length or 0) < 5
+    zeros = (
+        below_5
+        and not np.frombuffer(buf, np.uint8)[at[n - 1] - pos :].any()
+        and _zeros_to_the_end(f)  # (to the file's end: a piece at a time)
+    )
+    big = cut_short and not past_end and claimed - at[n - 1] > chunk_bytes
+    if n and (past_end or big or (below_5 and not zeros)):
+        bad[n - 1] = True  # an entry no walk gets past, or one too big to read on trust
+    return _PieceEnd(n, at, rejected, framed, bad, last, claimed, cut_short, past_end, big, below_5, zeros)
+
+
+def _search(
+    e: _PieceEnd, f: BinaryIO, size: int, min_offset: int, chunk_bytes: int, none_after: int
+) -> tuple[int | None, int, int]:
+    """Search the bytes from each run of suspect entries of a piece up to the next entry the
+    walk trusts -> (the position of the first batch found or None, the entry its search began
+    at, ``none_after``: from where a search to the file's end found nothing)."""
+    found, i = None, 0
+    n, at, bad, framed = e.n, e.at, e.bad, e.framed
+    for i in map(int, np.flatnonzero(bad & ~framed)):
+        if i and bad[i - 1] and not framed[i - 1]:
+            continue  # searched from the entry before it
+        if i == n - 1 and e.cut_short and not (e.past_end or e.big):
+            continue  # read on, and searched whole beside the entry after it
+        later = np.flatnonzero(~bad[i + 1 :] | framed[i + 1 :])  # the next entry the walk trusts
+        j = i + 1 + int(later[0]) if len(later) else n
+        limit = int(at[j]) if j < n else size
+        if e.big and i == n - 1:
+            limit = e.claimed  # (a batch it claims to hold: its length is wrong)
+        if limit == size and at[i] >= none_after:
+            continue
+        verified = j < n and not (j == n - 1 and e.cut_short)  # a batch whose CRC checked
+        found = _find_batch(f, int(at[i]) + 1, limit, min_offset, chunk_bytes, verified)
+        if found is not None:
+            break
+        if limit == size:
+            none_after = int(at[i])
+    return found, i, none_after
 
 
 _OFFSET_NAME = re.compile(rf"^(\d{{20}})(?:-{_ID})?\.log$")
