@@ -235,10 +235,11 @@ def _decode_file(
     CRC fails, whose magic or length is no batch's, that runs past the end of the file, or
     that claims more than a piece, may hold whole batches the walk stepped over. The bytes
     from it to the next entry that is not rejected are searched for a whole batch
-    (``find_batch``): where one is found, the bytes before it are one reject and the file is
-    read on from it. Where none is, the walk stands: a rejected batch is a reject, a batch cut
-    by the file's end a partial row (a torn write), the rest after a length below 5 is counted
-    unread, and zeros to the end are a preallocated tail."""
+    (``find_batch``), one that runs past that entry included (a forged length may land on a
+    batch in a record's value, whose CRC checks): where one is found, the bytes before it are
+    one reject and the file is read on from it. Where none is, the walk stands: a rejected
+    batch is a reject, a batch cut by the file's end a partial row (a torn write), the rest
+    after a length below 5 is counted unread, and zeros to the end are a preallocated tail."""
     topic, partition = _topic_partition(path)
     size = path.stat().st_size
     # internal topics' keys and values are read whatever ``payloads`` says: the typed tables
@@ -325,6 +326,7 @@ class _PieceEnd:
     big: bool  # ... which claims more than a piece, and ends inside the file
     below_5: bool  # the last entry's length is below 5: no walk gets past it
     zeros: bool  # ... and the file is zeros from it to its end (a preallocated tail)
+    longest: int  # bytes of the longest batch read well
 
 
 def _piece_end(
@@ -360,7 +362,13 @@ def _piece_end(
     big = cut_short and not past_end and claimed - at[n - 1] > chunk_bytes
     if n and (past_end or big or (below_5 and not zeros)):
         bad[n - 1] = True  # an entry no walk gets past, or one too big to read on trust
-    return _PieceEnd(n, at, rejected, framed, bad, last, claimed, cut_short, past_end, big, below_5, zeros)
+    sizes = batches.column("size").to_numpy()[
+        ~rejected & ~batches.column("partial").to_numpy(zero_copy_only=False)
+    ]
+    longest = int(sizes.max()) if len(sizes) else 0
+    return _PieceEnd(
+        n, at, rejected, framed, bad, last, claimed, cut_short, past_end, big, below_5, zeros, longest
+    )
 
 
 def _search(
@@ -383,8 +391,13 @@ def _search(
             limit = e.claimed  # (a batch it claims to hold: its length is wrong)
         if limit == size and at[i] >= none_after:
             continue
-        verified = j < n and not (j == n - 1 and e.cut_short)  # a batch whose CRC checked
-        found = _find_batch(f, int(at[i]) + 1, limit, min_offset, chunk_bytes, verified)
+        reach = size  # where a batch found may end
+        if j < n and not (j == n - 1 and e.cut_short):
+            # a batch whose CRC checks starts at the limit, so one found before it ends by it,
+            # or holds it in a record's value (where a forged length landed): a batch at most
+            # as long as the longest read here, or OVERLAP
+            reach = min(size, limit + max(OVERLAP, e.longest))
+        found = _find_batch(f, int(at[i]) + 1, limit, reach, min_offset, chunk_bytes)
         if found is not None:
             break
         if limit == size:
@@ -403,21 +416,19 @@ def _base_offset(path: Path) -> int:
 
 
 def _find_batch(
-    f: BinaryIO, start: int, limit: int, min_offset: int, chunk_bytes: int, ends_by_limit: bool
+    f: BinaryIO, start: int, limit: int, reach: int, min_offset: int, chunk_bytes: int
 ) -> int | None:
-    """The file position of the first whole batch that starts in [start, limit) (``find_batch``),
-    read in windows of two pieces, each searched for a batch starting in its first piece: a
-    batch longer than a piece right after the damage can be missed (the ones after it are
-    found), as can one among bytes made to look like batch headers (each window's CRCs are
-    bounded). ``ends_by_limit``: a batch whose CRC checks starts at ``limit``, so one found
-    before it ends by it (batches do not overlap): only the bytes up to it are read."""
+    """The file position of the first whole batch that starts in [start, limit) and ends by
+    ``reach`` (``find_batch``), read in windows of two pieces, each searched for a batch
+    starting in its first piece: a batch longer than a piece right after the damage can be
+    missed (the ones after it are found), as can one among bytes made to look like batch
+    headers (each window's CRCs are bounded)."""
     step = max(chunk_bytes, 1 << 20)
-    end = limit if ends_by_limit else os.fstat(f.fileno()).st_size  # no batch found ends past it
     at = start
     while at < limit:
         f.seek(at)
-        window = f.read(min(2 * step, end - at))
-        to_end = at + len(window) >= end
+        window = f.read(min(2 * step, reach - at))
+        to_end = at + len(window) >= reach
         found = find_batch(window, 0, min(limit - at, len(window) if to_end else step), min_offset)
         if found is not None:
             return at + found
@@ -439,6 +450,9 @@ def _entry_reason(got: Records, b: int, left: int) -> str:
     return f"batch length {length} passes over whole batches (more than a piece, read no further)"
 
 
+# bytes past a batch whose CRC checks that a batch found before it may run (it holds the one
+# that checks, in a record's value, where a forged length landed), at least
+OVERLAP = 64 << 10
 RAW_KEPT = 64 << 20  # bytes of a region that holds no batch kept in its reject (more: the file has them)
 
 

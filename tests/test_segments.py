@@ -261,7 +261,8 @@ def _utf8_broken(parts: list[bytes], i: int) -> list[bytes]:  # a header key not
 @pytest.mark.parametrize(
     "name",
     ["end on a later batch", "end at the file's end", "flipped base offset", "int32 values",
-     "two damaged bodies", "well framed, rejected", "forged past a piece", "forged in a zero tail"],
+     "two damaged bodies", "well framed, rejected", "forged past a piece", "forged in a zero tail",
+     "forged onto a batch in a value"],
 )  # fmt: skip
 def test_damage_that_sent_the_walk_astray(tmp_path: Path, name: str) -> None:
     """Damage a review found losing batches, time or memory: every good batch is read, the
@@ -284,6 +285,12 @@ def test_damage_that_sent_the_walk_astray(tmp_path: Path, name: str) -> None:
         parts, lost = _utf8_broken(_utf8_broken(parts, 10), 11), {10, 11}
     elif name == "forged past a piece":  # inside the file: it was read whole, a piece of its size
         parts = _forged(parts, 10, starts[38] - starts[10])
+    elif name == "forged onto a batch in a value":  # the walk trusted the batch it landed on, and
+        # the search before it (which stopped there) could not see batch 11 around it
+        inner = _at(build(2, 0, [Rec(b"inner", b"a batch as a value", [], T0)]), 1000)
+        parts = _forty(lambda i: b"x" * 60 + inner + b"y" * 60 if i == 57 else bytes([i % 251]) * 200)
+        landed = b"".join(parts).index(inner)
+        parts = _forged(parts, 10, landed - starts[10] - 12)
     else:  # the walk landed in a preallocated tail: no search was made
         parts, tail = _forged(parts, 10, total - starts[10] + 1000), bytes(50_000)
     d = tmp_path / "in" / "orders-0"
