@@ -1,10 +1,13 @@
-"""The Parquet tables a job writes (``traffic.decode_capture``, ``segments.decode_segments``):
-one file per table, appended to a row group at a time, in the types every reader takes; on a
-failure the job's tables go, so none is left that would pass for a whole one."""
+"""What a job writes (``traffic.decode_capture``, ``segments.decode_segments``, and the Spark
+jobs): its Parquet tables, one file per table, appended to a row group at a time, in the types
+every reader takes (on a failure the job's tables go, so none is left that would pass for a
+whole one); and the lines its summary ends with. Nothing here loads Numba: a Spark driver
+prints the summary."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pyarrow.parquet as pq
 
 from arrowkafka.schema import portable_table
 
-__all__ = ["ParquetTables"]
+__all__ = ["ParquetTables", "frames_line", "record_lines"]
 
 
 class ParquetTables:
@@ -24,7 +27,7 @@ class ParquetTables:
     def __init__(self, out: Path | None, part: str | None = None) -> None:
         self.out, self.part = out, part
         self.open: dict[str, pq.ParquetWriter] = {}
-        self.empty: list[str] = []  # tables written empty (no rows) by ``close``
+        self.written_empty: list[str] = []  # tables ``close`` wrote with no rows
 
     def path(self, name: str) -> Path:
         assert self.out is not None
@@ -52,7 +55,7 @@ class ParquetTables:
             return
         for name, schema in empty.items():
             if name not in self.open:
-                self.empty.append(name)
+                self.written_empty.append(name)
                 pq.write_table(portable_table(schema.empty_table()), self.path(name))
 
     def abort(self) -> None:
@@ -63,9 +66,11 @@ class ParquetTables:
                 w.close()
         if self.out is None:
             return
-        for name in [*self.open, *self.empty]:
+        for name in [*self.open, *self.written_empty]:
             with contextlib.suppress(OSError):
                 self.path(name).unlink()
+                if self.part is not None:  # the folder of parts, if no other task's part is in it
+                    self.path(name).parent.rmdir()
 
 
 def writer_options(schema: pa.Schema) -> dict[str, Any]:
@@ -107,3 +112,22 @@ def _byte_array_columns(schema: pa.Schema) -> list[str]:
     for f in schema:
         walk(f.name, f.type)
     return out
+
+
+def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = ()) -> str:
+    """The summary's line that adds up the frames (``buts``: what to say when they add up but
+    something was not read), as the CLI and the Spark job print it."""
+    verdict = "all accounted for" if frames_in == rows + rejects else "MISMATCH"
+    if verdict != "MISMATCH":
+        verdict += "".join(f", but {b}" for b in buts)
+    return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
+
+
+def record_lines(records: int, batches: int, rejected: int, control: dict[str, int]) -> list[str]:
+    """The summary's lines on the records inside Produce and Fetch (none if there were none)."""
+    lines = []
+    if batches:
+        lines.append(f"records {records} in {batches} batches ({rejected} batches rejected)")
+    if control:
+        lines.append("KRaft control records: " + ", ".join(f"{t} {n}" for t, n in sorted(control.items())))
+    return lines

@@ -333,7 +333,8 @@ def _piece_end(
     batches: pa.Table, buf: bytes, pos: int, size: int, chunk_bytes: int, f: BinaryIO
 ) -> _PieceEnd:
     """The entries of the piece ``buf`` (at ``pos`` in a file of ``size`` bytes) that
-    ``decode_records`` read into ``batches``."""
+    ``decode_records`` read into ``batches``. Where the last entry's length is below 5 and
+    zeros follow it, it reads on in ``f`` to see whether zeros end the file."""
     n = batches.num_rows
     last = pos + len(buf) >= size
     rejected = batches.column("error").is_valid().to_numpy(zero_copy_only=False)

@@ -681,7 +681,7 @@ def _length(buf, pos, end, lowest):
 
 if getattr(config, "DISABLE_JIT", False):  # the kernels run as Python
 
-    def _ahead(buf, pos, end):
+    def _ahead(buf, at, end):
         pass
 
 else:

@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from arrowkafka.output import frames_line, record_lines
+
 from .types import spark_arrow_type, spark_type, task_specs
 
 # ``arrowkafka.traffic`` is imported where it is used: it loads Numba, which a driver that only
@@ -96,8 +98,6 @@ class CaptureSummary:
 
     def render(self) -> str:
         """What the job did, in the lines ``arrowkafka decode`` ends its summary with."""
-        from arrowkafka.traffic.summary import frames_line, record_lines
-
         lines = [frames_line(self.frames_in, self.rows, self.rejects)]
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
         lines.append(

@@ -36,12 +36,12 @@ file position in the byte-offset column; the summary prints a line for each.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from arrowkafka.output import frames_line, record_lines
 from arrowkafka.traffic.columns import ends_of
 from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes, frame_pieces
 from arrowkafka.traffic.pcap import TAIL_KEEP
@@ -105,25 +105,6 @@ class Summary:
                 )
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
         return "\n".join(lines)
-
-
-def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = ()) -> str:
-    """The summary's line that adds up the frames (``buts``: what to say when they add up but
-    something was not read), as the CLI and the Spark job print it."""
-    verdict = "all accounted for" if frames_in == rows + rejects else "MISMATCH"
-    if verdict != "MISMATCH":
-        verdict += "".join(f", but {b}" for b in buts)
-    return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
-
-
-def record_lines(records: int, batches: int, rejected: int, control: dict[str, int]) -> list[str]:
-    """The summary's lines on the records inside Produce and Fetch (none if there were none)."""
-    lines = []
-    if batches:
-        lines.append(f"records {records} in {batches} batches ({rejected} batches rejected)")
-    if control:
-        lines.append("KRaft control records: " + ", ".join(f"{t} {n}" for t, n in sorted(control.items())))
-    return lines
 
 
 def add_reject(
