@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from arrowkafka.assembly.arrays import empty_table
 from arrowkafka.schema import portable_table
 
 __all__ = ["ParquetTables", "frames_line", "record_lines"]
@@ -56,7 +57,7 @@ class ParquetTables:
         for name, schema in empty.items():
             if name not in self.open:
                 self.written_empty.append(name)
-                pq.write_table(portable_table(schema.empty_table()), self.path(name))
+                pq.write_table(portable_table(empty_table(schema)), self.path(name))
 
     def abort(self) -> None:
         """The job failed: its tables go (each holds only what was written before the failure,

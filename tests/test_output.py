@@ -23,6 +23,17 @@ def test_tables_are_written_with_empty_ones_at_the_end(tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "b.parquet").num_rows == 0
 
 
+def test_an_empty_table_of_nested_uuids(tmp_path: Path) -> None:
+    """A message table whose rows were all rejected: its schema has uuids in lists and maps,
+    which ``Schema.empty_table`` cannot build (found by the fuzz campaign)."""
+    schema = pa.schema([pa.field("topics", pa.list_(pa.struct([pa.field("id", pa.uuid())]))),
+                        pa.field("ids", pa.map_(pa.string(), pa.uuid()))])  # fmt: skip
+    out = ParquetTables(tmp_path)
+    out.close({"MetadataResponse": schema})
+    got = pq.read_table(tmp_path / "MetadataResponse.parquet")
+    assert got.num_rows == 0 and got.schema.names == ["topics", "ids"]
+
+
 def test_a_failed_job_leaves_none_of_its_tables(tmp_path: Path) -> None:
     (tmp_path / "mine.txt").write_text("not the job's")
     out = ParquetTables(tmp_path)
