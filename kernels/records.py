@@ -694,7 +694,8 @@ else:
 # the record walk jumps over values: without a hint, each record's first byte waits on memory.
 # The hint names the line PREFETCH_RECORDS records on at this record's size, and at least
 # PREFETCH_AHEAD bytes on: a fixed 1 KB was one record ahead of 1 KB values, which then
-# waited on memory one at a time (bench/records.py, 1 KB values with views: 6-8 -> 8-9 GB/s)
+# waited on memory one at a time (bench/records.py, 1 KB values with views and no CRC check:
+# faster in 5 of 6 pairs of processes taken in turns, by up to half; runs vary by a fifth)
 PREFETCH_AHEAD = 1024
 PREFETCH_RECORDS = 4
 
