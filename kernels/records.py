@@ -658,6 +658,38 @@ def walk_records(
 
 
 @njit(cache=True, nogil=True)
+def claimed_records(hdr, b0, b1, bytes_per_record, inner_guess):
+    """The records good batches b0..b1 claim, to give a chunk of columns room for them: a
+    magic 2 batch's count (at most one per 7 bytes of records, the least a record takes), a
+    compressed wrapper's bytes over ``bytes_per_record`` (bytes once decompressed as in the
+    batches decompressed so far, else ``inner_guess`` times its compressed bytes), 1 for any
+    other message. A float: wrappers count in fractions."""
+    inner_bytes = 0
+    inner_size = 0
+    any_inner = False
+    for b in range(b0, b1):
+        if hdr[H_STATUS, b] == B_OK and hdr[H_INNER, b] == 1:
+            inner_bytes += hdr[H_REGION_END, b] - hdr[H_REGION_START, b]
+            inner_size += hdr[H_SIZE, b]
+            any_inner = True
+    ratio = max(inner_bytes / max(1, inner_size) if any_inner else inner_guess, 1.0)
+    total = 0.0
+    for b in range(b0, b1):
+        if hdr[H_STATUS, b] != B_OK:
+            continue
+        region = hdr[H_REGION_END, b] - hdr[H_REGION_START, b]
+        compressed = hdr[H_ATTR, b] & CODEC_MASK != 0
+        nbytes = np.int64(region * ratio) if compressed and hdr[H_INNER, b] != 1 else region
+        if hdr[H_MAGIC, b] == 2:
+            total += min(hdr[H_COUNT, b], nbytes // 7)
+        elif compressed:
+            total += nbytes / bytes_per_record
+        else:
+            total += 1
+    return total
+
+
+@njit(cache=True, nogil=True)
 def _where(hdr, b, buf_pos):
     """The byte to report: inside the row for records in ``data``, else inside the region."""
     if hdr[H_INNER, b] == 1:

@@ -197,37 +197,44 @@ def _walk(
     ``SEGMENT`` bytes, small enough for the allocator to reuse its memory once freed.
     """
     nb = hdr.shape[1]
+    chunks = _Chunks(data, hdr, payloads, views)
+    codec_of = np.where(hdr[k.H_STATUS] == k.B_OK, hdr[k.H_ATTR] & k.CODEC_MASK, 0)
+    # the compressed batches; the others are walked with them, in order, or all at once
+    compressed = np.flatnonzero(codec_of)
+    if not len(compressed):
+        chunks.walk(_NO_INNER, 0, nb, chunks.data_windows)
+        return chunks.close(), []
     # (per batch in Python lists: a numpy scalar costs as much as a small batch's decompression)
-    codecs = np.where(hdr[k.H_STATUS] == k.B_OK, hdr[k.H_ATTR] & k.CODEC_MASK, 0).tolist()
-    starts, ends = hdr[k.H_REGION_START].tolist(), hdr[k.H_REGION_END].tolist()
-    legacy = (hdr[k.H_MAGIC] < 2).tolist()
+    codecs = codec_of[compressed].tolist()
+    starts, ends = hdr[k.H_REGION_START, compressed].tolist(), hdr[k.H_REGION_END, compressed].tolist()
+    legacy = (hdr[k.H_MAGIC, compressed] < 2).tolist()
+    todo = compressed.tolist()
     view = data.data
     sink = Sink(SEGMENT + WALK_GROUP if views else 2 * WALK_GROUP)
     segments: list[np.ndarray] = []  # views: the buffers done
-    chunks = _Chunks(data, hdr, payloads, views)
-    b = 0
+    b = i = 0  # the next batch to walk, the next compressed one
     while b < nb:
         if not views:
             sink.at = 0
         elif sink.at >= SEGMENT:
             segments.append(_read_only(sink.buf[: sink.at]))
             sink = Sink(SEGMENT + WALK_GROUP)
-        g, at = b, sink.at
+        g, at = nb, sink.at
         done: list[int] = []
         regions: list[int] = []
-        while g < nb and sink.at - at < WALK_GROUP:
-            codec = codecs[g]
-            if codec:
-                start = sink.at
-                try:
-                    if codec == 4 and legacy[g]:
-                        raise CodecError(f"zstd in a magic {hdr[k.H_MAGIC, g]} message (zstd needs magic 2)")
-                    decompress_into(codec, view[starts[g] : ends[g]], cap, sink)
-                    done.append(g)
-                    regions += (start, sink.at)
-                except CodecError as e:
-                    _decompress_failed(hdr, g, codec, e, cap, messages)
-            g += 1
+        while i < len(todo) and sink.at - at < WALK_GROUP:
+            c, codec = todo[i], codecs[i]
+            start = sink.at
+            try:
+                if codec == 4 and legacy[i]:
+                    raise CodecError(f"zstd in a magic {hdr[k.H_MAGIC, c]} message (zstd needs magic 2)")
+                decompress_into(codec, view[starts[i] : ends[i]], cap, sink)
+                done.append(c)
+                regions += (start, sink.at)
+            except CodecError as e:
+                _decompress_failed(hdr, c, codec, e, cap, messages)
+            i += 1
+            g = c + 1 if sink.at - at >= WALK_GROUP else nb
         if done:
             hdr[k.H_INNER, done] = 1
             hdr[k.H_REGION_START : k.H_REGION_END + 1, done] = np.array(regions).reshape(-1, 2).T
@@ -263,7 +270,7 @@ class _Chunks:
         self.done: list[tables.RecordColumns] = []
         self.seen = np.zeros(6, np.int64)  # what the batches walked held (a sample's, then the chunks')
         self.bytes_per_record = 26.0  # in the sample (a magic 0/1 message takes 26 bytes at least)
-        self.last = np.zeros(6)  # what the last chunk held per record
+        self.last = [0.0] * 6  # what the last chunk held per record
         self.cols: tables.RecordColumns | None = None
         self.t = np.zeros(6, np.int64)  # the walk's cursors in the open chunk
         self.cap = self.t
@@ -302,35 +309,26 @@ class _Chunks:
         """A chunk for the batches from b on (b..g are decompressed), with room for ``need``."""
         hdr = self.hdr
         if not self.seen[0]:  # the first chunk: sized from a sample of the batches ahead
-            self.seen = self._count(inner, b, min(g, b + SAMPLE_BATCHES))
-            sample = slice(b, min(g, b + SAMPLE_BATCHES))
-            sampled = int((hdr[k.H_REGION_END, sample] - hdr[k.H_REGION_START, sample]).sum())
-            self.bytes_per_record = max(26.0, sampled / max(1, self.seen[0]))
-        ahead = slice(b, b + AHEAD_BATCHES)
-        rest = hdr[:, ahead][:, hdr[k.H_STATUS, ahead] == k.B_OK]
-        region = rest[k.H_REGION_END] - rest[k.H_REGION_START]
-        compressed = (rest[k.H_ATTR] & k.CODEC_MASK) != 0
-        inner_ = rest[k.H_INNER] == 1
-        ratio = region[inner_].sum() / max(1, rest[k.H_SIZE][inner_].sum()) if inner_.any() else INNER_GUESS
-        nbytes = np.where(compressed & ~inner_, region * max(ratio, 1.0), region).astype(np.int64)
-        claimed = np.where(
-            rest[k.H_MAGIC] == 2,
-            np.minimum(rest[k.H_COUNT], nbytes // 7),  # a record takes 7 bytes at least
-            np.where(compressed, nbytes / self.bytes_per_record, 1),  # a wrapper's inner messages
-        )
+            sample = min(g, b + SAMPLE_BATCHES)
+            self.seen = self._count(inner, b, sample)
+            sampled = int((hdr[k.H_REGION_END, b:sample] - hdr[k.H_REGION_START, b:sample]).sum())
+            self.bytes_per_record = max(26.0, sampled / max(1, int(self.seen[0])))
+        ahead = min(hdr.shape[1], b + AHEAD_BATCHES)
+        claimed = k.claimed_records(hdr, b, ahead, self.bytes_per_record, INNER_GUESS)
         # room per record as in the batches walked so far or in the last chunk, whichever held
         # more, and a quarter again; and some room beyond, for records unlike those
-        per = 1.25 * np.maximum(self.seen / max(self.seen[0], 1), self.last)
+        seen = self.seen.tolist()
+        per = [1.25 * max(x / max(seen[0], 1), y) for x, y in zip(seen, self.last, strict=True)]
         if self.views:
             per[1] = per[2] = 0
         # fixed-width columns, 16-byte views, 12 bytes a header
         width = RECORD_BYTES + 32 * self.views + per[1] + per[2] + 12 * per[3] + per[4] + per[5]
-        n = min(max(int(claimed.sum()), 1), CHUNK_RECORDS, max(1, int((CHUNK_BLOCK - 5 * SLACK) / width)))
+        n = min(max(int(claimed), 1), CHUNK_RECORDS, max(1, int((CHUNK_BLOCK - 5 * SLACK) / width)))
         want = [n, *(int(n * x) + SLACK for x in per[1:])]
         want[3] = int(n * per[3]) + SLACK // 12
         if self.views:
             want[1] = want[2] = 0
-        want = [max(min(w, OFFSETS_LIMIT), int(x)) for w, x in zip(want, need, strict=True)]
+        want = [max(min(w, OFFSETS_LIMIT), x) for w, x in zip(want, need.tolist(), strict=True)]
         n, key, value, nh, hkey, hvalue = want
         self.cols = tables.RecordColumns.allocate(n, nh, key, value, hkey, hvalue, self.views)
         self.cap = self.cols.capacity()
@@ -341,12 +339,16 @@ class _Chunks:
             # a chunk a quarter full or less is copied out: its rows would keep the block alive
             self.done.append(self.cols.used(self.t, copy=4 * self.t[0] <= self.cap[0]))
             self.seen += self.t
-            self.last = self.t / self.t[0]
+            self.last = (self.t / self.t[0]).tolist()
         self.cols = None
 
     def close(self) -> list[tables.RecordColumns]:
         self._close_chunk()
         return self.done
+
+
+_NO_INNER = np.zeros(0, np.uint8)  # ``inner`` of a walk with nothing decompressed
+_NO_INNER.flags.writeable = False
 
 
 @lru_cache(maxsize=1)

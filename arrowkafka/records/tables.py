@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import pyarrow.compute as pc
 
 from arrowkafka.assembly import blocks
 from arrowkafka.assembly.arrays import binary_array, int64_array, string_array
-from arrowkafka.kernels import records as k
+from arrowkafka.kernels import batch_table as kb
 from arrowkafka.records.codecs import CODECS
 from arrowkafka.records.control import MARKERS_SCHEMA, SPECS, control_schema
 
@@ -157,122 +158,64 @@ def _validity(mask: np.ndarray) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(mask, bitorder="little"))
 
 
+# the names the string columns of the batches table index: the codecs (attributes & 7), then
+# the timestamp types
+_BATCH_NAMES = (*CODECS, *(f"unknown {c}" for c in range(len(CODECS), kb.CODEC_NAMES)), *TIMESTAMP_TYPES)
+
+
+_Names = tuple[np.ndarray, np.ndarray, np.ndarray]  # packed names: bytes, starts, lengths
+
+
+@lru_cache(maxsize=1)
+def _batch_layout() -> tuple[np.ndarray, np.ndarray, dict[int, int], list[pa.DataType], _Names]:
+    """How ``batch_columns`` stores each column of ``kb.COLUMNS``: its kind (bytes a value,
+    ``BITS``, ``STRING``) and its row in the array of that kind; the rows each kind takes; the
+    columns' types; the packed names (bytes, starts, lengths)."""
+    assert {*kb.COLUMNS, "error"} == set(BATCHES_SCHEMA.names), "the kernel writes every column but error"
+    kinds, slots, types = [], [], []
+    rows = dict.fromkeys((8, 4, 2, 1, kb.BITS, kb.STRING), 0)
+    for name in kb.COLUMNS:
+        t = BATCHES_SCHEMA.field(name).type
+        kind = kb.STRING if t == pa.string() else kb.BITS if t == pa.bool_() else t.bit_width // 8
+        kinds.append(kind)
+        slots.append(rows[kind])
+        rows[kind] += 1
+        types.append(t)
+    encoded = [x.encode() for x in _BATCH_NAMES]
+    lengths = np.array([len(x) for x in encoded], np.int64)
+    name_starts = np.concatenate([[0], np.cumsum(lengths[:-1])]).astype(np.int64)
+    names = np.frombuffer(b"".join(encoded), np.uint8)
+    return np.array(kinds, np.int64), np.array(slots, np.int64), rows, types, (names, name_starts, lengths)
+
+
 # (arrays built from buffers, here and below: pyarrow's own conversion imports pandas, most of a
 # process's first decode where pandas is installed)
-def _names(index: np.ndarray, names: tuple[str, ...], mask: np.ndarray) -> pa.Array:
-    """Strings picked from ``names`` by index, null where ``mask`` is False: each row's bytes
-    gathered from the names back to back (a dictionary array cast to strings took 80 us, a
-    fifth of a small call to decode_records)."""
-    blob, lengths, starts = _packed(names)
-    pick = np.where(mask, index, 0)
-    n = np.where(mask, lengths[pick], 0)
-    offsets = np.zeros(len(pick) + 1, np.int32)
-    np.cumsum(n, out=offsets[1:])
-    data = blob[np.repeat(starts[pick] - offsets[:-1], n) + np.arange(offsets[-1])]
-    return pa.Array.from_buffers(
-        pa.string(), len(pick), [_validity(mask), pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
-@lru_cache(maxsize=16)
-def _packed(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``names`` as UTF-8 back to back, with each one's length and start."""
-    encoded = [x.encode() for x in names]
-    lengths = np.array([len(x) for x in encoded], np.int32)
-    starts = np.zeros(len(names), np.int32)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    return np.frombuffer(b"".join(encoded), np.uint8), lengths, starts
-
-
 def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
-    magic = hdr[k.H_MAGIC]
-    status = hdr[k.H_STATUS]
-    size = hdr[k.H_SIZE]
-    partial = status == k.B_PARTIAL
-    ok = status == k.B_OK
-    read = ~partial & (magic >= 0) & (magic <= 2) & (status != k.R_LENGTH)  # header fields are there
-    v2 = read & (magic == 2)
-    legacy = read & (magic < 2)
-    attr = hdr[k.H_ATTR]
-    codec = attr & k.CODEC_MASK
-    wrapper = legacy & (codec != 0)
-    # magic 0/1 wrappers: the first and last inner records' offsets. A broker writes the last
-    # one as the wrapper's own offset; a producer may write 0 there (the broker assigns them).
-    relative = wrapper & (magic == 1) & (hdr[k.H_BASE_OFFSET] != 0)
-    shift = np.where(relative, hdr[k.H_BASE_OFFSET] - hdr[k.H_LAST_INNER], 0)
-    base_offset = np.where(wrapper & ok, hdr[k.H_FIRST_INNER] + shift, hdr[k.H_BASE_OFFSET])
-    last_offset = np.where(v2, hdr[k.H_BASE_OFFSET] + hdr[k.H_LAST_DELTA], hdr[k.H_BASE_OFFSET])
-    last_offset = np.where(wrapper & ok, hdr[k.H_LAST_INNER] + shift, last_offset)
-    crc_checked = read & (hdr[k.H_CRC_CALC] >= 0)
-    base_ts, max_ts = hdr[k.H_BASE_TS], hdr[k.H_MAX_TS]
-    region = hdr[k.H_REGION_END] - hdr[k.H_REGION_START]
-    decompressed = hdr[k.H_INNER] == 1
-    stored = np.where(decompressed, hdr[k.H_SIZE] - 12 - np.where(v2, k.V2_HEADER - 12, 0), region)
-    legacy_count = np.where(ok, hdr[k.H_NREC], 0)
-    everywhere = np.ones(len(magic), bool)
-    # column: (values, valid where); booleans hold 0 or 1
-    values = {
-        "row": (hdr[k.H_ROW], everywhere),
-        "position": (hdr[k.H_POS], everywhere),
-        "size": (size, everywhere),
-        "partial": (partial, everywhere),
-        "magic": (magic, (magic >= 0) & (magic <= 127)),
-        "base_offset": (base_offset, ~partial | (size >= 8)),
-        "last_offset": (last_offset, read & (ok | v2)),
-        "batch_length": (hdr[k.H_LENGTH], ~partial | (size >= 12)),
-        "partition_leader_epoch": (hdr[k.H_EPOCH], v2),
-        "crc": (hdr[k.H_CRC], read),
-        "crc_ok": (hdr[k.H_CRC] == hdr[k.H_CRC_CALC], crc_checked),
-        "transactional": (((attr & k.ATTR_TRANSACTIONAL) != 0) & v2, read),
-        "control": (((attr & k.ATTR_CONTROL) != 0) & v2, read),
-        "delete_horizon": (base_ts, v2 & ((attr & k.ATTR_DELETE_HORIZON) != 0)),
-        "last_offset_delta": (hdr[k.H_LAST_DELTA], v2),
-        "base_timestamp": (base_ts, v2 & (base_ts != -1)),
-        "max_timestamp": (max_ts, read & (magic >= 1) & (max_ts != -1)),
-        "producer_id": (hdr[k.H_PID], v2),
-        "producer_epoch": (hdr[k.H_PEPOCH], v2),
-        "base_sequence": (hdr[k.H_BASE_SEQ], v2),
-        "record_count": (np.where(v2, hdr[k.H_COUNT], legacy_count), v2 | (legacy & ok)),
-        "records_size": (stored, read & (hdr[k.H_REGION_END] > 0)),
-        "uncompressed_size": (region, ok),
-    }
-    cols = _columns(values, BATCHES_SCHEMA)
-    cols["codec"] = _names(codec, (*CODECS, "unknown 5", "unknown 6", "unknown 7"), read)
-    cols["timestamp_type"] = _names((attr >> 3) & 1, TIMESTAMP_TYPES, read & (magic >= 1))
+    """The batches table from ``hdr`` (``errors``: each batch's reason, None where it decoded),
+    its columns written by one kernel, straight into the buffers of their arrays."""
+    kinds, slots, rows, types, names = _batch_layout()
+    nb = hdr.shape[1]
+    nbytes = -(-nb // 8)
+    by_kind = {w: np.empty((rows[w], nb), dtype) for w, dtype in ((8, np.int64), (4, np.int32),
+                                                                   (2, np.int16), (1, np.int8))}  # fmt: skip
+    by_kind[kb.BITS] = np.zeros((rows[kb.BITS], nbytes), np.uint8)
+    valid = np.zeros((kb.NC, nbytes), np.uint8)
+    whole = np.empty(kb.NC, np.uint8)
+    str_offsets = np.empty((rows[kb.STRING], nb + 1), np.int32)
+    str_data = np.empty((rows[kb.STRING], nb * int(names[2].max())), np.uint8)
+    kb.batch_columns(hdr, kinds, slots, by_kind[8], by_kind[4], by_kind[2], by_kind[1], by_kind[kb.BITS],
+                     valid, whole, str_offsets, str_data, *names)  # fmt: skip
+    cols = {}
+    for j, name in enumerate(kb.COLUMNS):
+        kind, s = int(kinds[j]), int(slots[j])
+        validity = None if whole[j] else pa.py_buffer(valid[j])
+        if kind == kb.STRING:
+            data = [pa.py_buffer(str_offsets[s]), pa.py_buffer(str_data[s, : str_offsets[s, nb]])]
+        else:
+            data = [pa.py_buffer(by_kind[kind][s])]
+        cols[name] = pa.Array.from_buffers(types[j], nb, [validity, *data])
     cols["error"] = pa.nulls(len(errors), pa.string()) if not any(errors) else string_array(errors)
     return pa.Table.from_arrays([cols[f.name] for f in BATCHES_SCHEMA], schema=BATCHES_SCHEMA)
-
-
-def _columns(values: dict[str, tuple[np.ndarray, np.ndarray]], schema: pa.Schema) -> dict[str, pa.Array]:
-    """Fixed-width columns of ``schema`` from (values, valid) pairs: each type's columns
-    converted in one numpy call and every validity bitmap packed in one (a few calls per
-    column took a third of a small call to decode_records)."""
-    names = tuple(values)
-    pairs = list(values.values())
-    n = len(pairs[0][0])
-    valid = np.stack([v for _, v in pairs])
-    bitmaps = np.packbits(valid, axis=1, bitorder="little")
-    whole = np.asarray(valid.all(axis=1)).tolist()
-    out = {}
-    for t, dtype, group in _groups(schema, names):
-        data = np.stack([pairs[i][0] for i in group]).astype(dtype)
-        if dtype is bool:
-            data = np.packbits(data, axis=1, bitorder="little")
-        for j, i in enumerate(group):
-            mask = None if whole[i] else pa.py_buffer(bitmaps[i])
-            out[names[i]] = pa.Array.from_buffers(t, n, [mask, pa.py_buffer(data[j])])
-    return out
-
-
-@lru_cache(maxsize=4)
-def _groups(schema: pa.Schema, names: tuple[str, ...]) -> list[tuple[pa.DataType, Any, list[int]]]:
-    """The indices of ``names`` by their type in ``schema``: (Arrow type, numpy dtype, indices)."""
-    groups: dict[str, tuple[pa.DataType, Any, list[int]]] = {}
-    for i, c in enumerate(names):
-        t = schema.field(c).type
-        dtype = bool if t == pa.bool_() else np.int64 if pa.types.is_timestamp(t) else t.to_pandas_dtype()
-        groups.setdefault(str(t), (t, dtype, []))[2].append(i)
-    return list(groups.values())
 
 
 def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, reasons: list[str],
@@ -293,6 +236,9 @@ def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, 
         },
         REJECTS_SCHEMA,
     )
+
+
+_DTYPES = {8: np.int64, 4: np.int32, 1: np.uint8}
 
 
 @dataclass
@@ -332,13 +278,13 @@ class RecordColumns:
             (value, 1), (n + 1, 4), (nh + 1, 4), (hkey, 1), (nh, 4), (nh + 1, 4), (hvalue, 1),
             (16 * n * views, 1), (16 * n * views, 1),
         ]  # fmt: skip
-        starts = np.cumsum([0] + [-(-m * w // 64) * 64 for m, w in lengths])
-        raw = blocks.block(int(starts[-1]) + 64)
+        starts = list(accumulate((-(-m * w // 64) * 64 for m, w in lengths), initial=0))
+        raw = blocks.block(starts[-1] + 64)
         shift = -raw.ctypes.data % 64
-        block = raw[shift : shift + int(starts[-1])]
-        dtypes = {8: np.int64, 4: np.int32, 1: np.uint8}
-        cols = [block[a : a + m * w].view(dtypes[w]) for (m, w), a in zip(lengths, starts, strict=False)]
-        return cls(*cols)
+        block = raw[shift : shift + starts[-1]]
+        return cls(
+            *(block[a : a + m * w].view(_DTYPES[w]) for (m, w), a in zip(lengths, starts[:-1], strict=True))
+        )
 
     def capacity(self) -> np.ndarray:
         """What the columns have room for, in the order of ``walk_records``' cursors."""
