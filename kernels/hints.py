@@ -13,6 +13,8 @@ from numba import config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .memory import data_pointer
+
 __all__ = [
     "HOPS_AHEAD",
     "HOPS_STRIDES",
@@ -41,13 +43,13 @@ def _prefetch(typingctx, arr, i):
     sig = types.void(arr, i)
 
     def codegen(context, builder, signature, args):
-        a = context.make_array(signature.args[0])(context, builder, args[0])
+        data = data_pointer(context, builder, signature.args[0], args[0])
         at = context.cast(builder, args[1], signature.args[1], types.intp)
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
         fn = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
         )
-        ptr = builder.bitcast(builder.gep(a.data, [at]), i8p)
+        ptr = builder.bitcast(builder.gep(data, [at]), i8p)
         builder.call(fn, [ptr, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
         return context.get_dummy_value()
 
