@@ -8,9 +8,11 @@ Libraries (measured on batches of many small payloads, where per-call cost shows
 README): gzip by the standard library's zlib, snappy by cramjam (raw blocks, straight into the
 sink; the xerial framing Java writes is read here), lz4 blocks by cramjam straight into the sink
 (python-lz4 for a block linked to the one before it; Kafka's frame is read here), zstd by
-python-zstandard. Each function writes the bytes or raises ``CodecError`` with a reason; none
-of them produces more than ``cap`` bytes: a payload that would is refused as soon as it passes
-the cap, before more memory is taken.
+python-zstandard. A run of lz4 batches is read by a kernel instead (``kernels/lz4.py``),
+through python-lz4's own ``LZ4_decompress_safe`` (``LZ4_DECOMPRESS``), where its wheel
+exports it; what that kernel leaves, and every error, is read here. Each function writes the
+bytes or raises ``CodecError`` with a reason; none of them produces more than ``cap`` bytes: a
+payload that would is refused as soon as it passes the cap, before more memory is taken.
 
 Compression (``compress``, for ``encode_records``): as Kafka's Java client writes it, at each
 codec's default level.
@@ -18,6 +20,7 @@ codec's default level.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 import zlib
@@ -26,10 +29,20 @@ import cramjam
 import lz4.block
 import numpy as np
 import zstandard
+from numba import config
 
 from arrowkafka.assembly import blocks
 
-__all__ = ["CODECS", "CodecError", "Sink", "TooBig", "compress", "decompress", "decompress_into"]
+__all__ = [
+    "CODECS",
+    "CodecError",
+    "LZ4_DECOMPRESS",
+    "Sink",
+    "TooBig",
+    "compress",
+    "decompress",
+    "decompress_into",
+]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # attributes & 7
 
@@ -167,6 +180,29 @@ def _snappy(payload: memoryview, cap: int, sink: Sink) -> None:
 
 LZ4_MAGIC = 0x184D2204
 _U32 = struct.Struct("<I")
+
+
+def _lz4_decompress_safe() -> int:
+    """The address of ``LZ4_decompress_safe`` in python-lz4's extension, once it has decoded a
+    block right here; 0 where the wheel does not export it (its symbols are no API), or where
+    the kernels run as Python (``NUMBA_DISABLE_JIT``): then every frame is read in Python."""
+    if getattr(config, "DISABLE_JIT", False):
+        return 0
+    try:
+        fn = ctypes.CDLL(lz4.block._block.__file__).LZ4_decompress_safe
+    except (OSError, AttributeError):
+        return 0
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    text = b"arrowkafka " * 40
+    block = lz4.block.compress(text, store_size=False)
+    out = ctypes.create_string_buffer(len(text))
+    if fn(block, out, len(block), len(text)) != len(text) or out.raw != text:
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+LZ4_DECOMPRESS = _lz4_decompress_safe()
 LZ4_BLOCK_MAX = {4: 1 << 16, 5: 1 << 18, 6: 1 << 20, 7: 1 << 22}
 
 

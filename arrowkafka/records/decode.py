@@ -17,9 +17,10 @@ import pyarrow as pa
 from arrowkafka.assembly.arrays import empty_table
 from arrowkafka.codec.decode import byte_ranges
 from arrowkafka.errors import Corrupt
+from arrowkafka.kernels import lz4 as kl
 from arrowkafka.kernels import records as k
 from arrowkafka.records import tables
-from arrowkafka.records.codecs import CODECS, CodecError, Sink, TooBig, decompress_into
+from arrowkafka.records.codecs import CODECS, LZ4_DECOMPRESS, CodecError, Sink, TooBig, decompress_into
 from arrowkafka.records.control import MARKERS_SCHEMA, decode_control
 
 __all__ = ["Records", "decode_records", "MAX_UNCOMPRESSED"]
@@ -209,6 +210,11 @@ def _walk(
     starts, ends = hdr[k.H_REGION_START, compressed].tolist(), hdr[k.H_REGION_END, compressed].tolist()
     legacy = (hdr[k.H_MAGIC, compressed] < 2).tolist()
     todo = compressed.tolist()
+    # (a run of lz4 batches goes to the lz4 kernel, which reads their frames in one call)
+    lz4_run = LZ4_DECOMPRESS and 3 in codecs
+    if lz4_run:
+        codec_arr, start_arr = codec_of[compressed], hdr[k.H_REGION_START, compressed]
+        end_arr, lz4_regions = hdr[k.H_REGION_END, compressed], np.empty(2 * len(todo), np.int64)
     view = data.data
     sink = Sink(SEGMENT + WALK_GROUP if views else 2 * WALK_GROUP)
     segments: list[np.ndarray] = []  # views: the buffers done
@@ -224,6 +230,17 @@ def _walk(
         regions: list[int] = []
         while i < len(todo) and sink.at - at < WALK_GROUP:
             c, codec = todo[i], codecs[i]
+            if codec == 3 and lz4_run:
+                j, sink.at, left = kl.lz4_batches(LZ4_DECOMPRESS, data, codec_arr, start_arr, end_arr, i,
+                                                  sink.buf, sink.at, WALK_GROUP - (sink.at - at), cap,
+                                                  lz4_regions)  # fmt: skip
+                done += todo[i:j]
+                regions += lz4_regions[2 * i : 2 * j].tolist()
+                c, i = todo[j - 1] if j > i else c, j
+                g = c + 1 if sink.at - at >= WALK_GROUP else nb
+                if left != kl.PYTHON:
+                    continue
+                c, codec = todo[i], codecs[i]  # read the Python way: it names any error
             start = sink.at
             try:
                 if codec == 4 and legacy[i]:
