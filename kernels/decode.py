@@ -86,6 +86,7 @@ from .isa import (
     write_status,
 )
 from .memory import copy_bytes
+from .memory import raw as bare  # (``raw`` is a local name in run)
 
 _write_status = njit(inline="always")(write_status)
 
@@ -315,15 +316,19 @@ def run(
     """Decode messages ``first..last-1`` (see the module docstring). Returns 0, or the error
     code of the first failure when not in ``null_mode``. ``hops`` and ``hop_from`` are the
     generated kernels' (where view values end, for their prefetches): unused here."""
+    # what the helpers are handed, as bare pointers (``memory.raw``): an array handed to a
+    # function, even an inlined one, can cost two atomic reference counts a call
+    data_p, starts_p, ends_p, const_bytes_p = bare(data), bare(starts), bare(ends), bare(const_bytes)
+    a8_p, a16_p, a32_p, a64_p, bytes_out_p = bare(a8), bare(a16), bare(a32), bare(a64), bare(bytes_out)
     nnodes = counts.shape[0]
     stack = np.zeros((max_depth, 5), dtype=np.int64)
     snap_counts = np.zeros(nnodes, dtype=np.int64)
     snap_dcounts = np.zeros(nnodes, dtype=np.int64)
     i = first
     while i < last:
-        message_ahead(data, starts, ends, i, last)
-        msg_start = starts[i]
-        msg_end = ends[i]
+        message_ahead(data_p, starts_p, ends_p, i, last)
+        msg_start = starts_p[i]
+        msg_end = ends_p[i]
         pos = msg_start
         end = msg_end
         sp = 0
@@ -372,22 +377,22 @@ def run(
                         base = fixed_base[nd]
                         # the common shapes first, each a plain load and store
                         if kind <= EL_UINT and wb == 4 and w == 4:
-                            a32[np.uint64((base >> 2) + slot)] = np.int32(np.uint32(_be(data, p, 4)))
+                            a32_p[np.uint64((base >> 2) + slot)] = np.int32(np.uint32(_be(data_p, p, 4)))
                         elif kind <= EL_UINT and wb == 2 and w == 2:
-                            a16[np.uint64((base >> 1) + slot)] = np.int16(np.uint16(_be(data, p, 2)))
+                            a16_p[np.uint64((base >> 1) + slot)] = np.int16(np.uint16(_be(data_p, p, 2)))
                         elif kind <= EL_UINT and wb == 8:
-                            a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
+                            a64_p[np.uint64((base >> 3) + slot)] = np.int64(_be(data_p, p, 8))
                         elif kind == EL_UUID:
                             dst = base + slot * 16
-                            copy_bytes(data, p, 16, a8, dst)
+                            copy_bytes(data_p, p, 16, a8_p, dst)
                         elif kind == EL_BOOL:  # any non-zero byte is true
-                            a8[np.uint64(base + slot)] = 1 if data[np.uint64(p)] != 0 else 0
+                            a8_p[np.uint64(base + slot)] = 1 if data_p[np.uint64(p)] != 0 else 0
                         elif kind == EL_F64:  # kept as its bits
-                            a64[np.uint64((base >> 3) + slot)] = np.int64(_be(data, p, 8))
+                            a64_p[np.uint64((base >> 3) + slot)] = np.int64(_be(data_p, p, 8))
                         else:  # int8, and narrower wire than output (KIP-625 fixed32 in int64)
-                            raw = _be(data, p, wb)
+                            raw = _be(data_p, p, wb)
                             v = _signed(raw, wb * 8) if kind == EL_INT else np.int64(raw)
-                            _put(a8, a16, a32, a64, base + slot * w, w, v)
+                            _put(a8_p, a16_p, a32_p, a64_p, base + slot * w, w, v)
                         counts[nd] = slot + 1
                         p += wb
                 else:
@@ -396,7 +401,7 @@ def run(
                 pos += code[upc, 4]
                 pc += 1
             elif op == INT:  # KIP-625 varints
-                raw, pos, err = _varint(data, pos, end, code[upc, 3])
+                raw, pos, err = _varint(data_p, pos, end, code[upc, 3])
                 if err != OK:
                     break
                 if code[upc, 2] == ENC_ZIGZAG:
@@ -405,12 +410,12 @@ def run(
                     v = _signed(raw, code[upc, 3])
                 if fill:
                     w = code[upc, 4]
-                    _put(a8, a16, a32, a64, fixed_base[un] + counts[un] * w, w, v)
+                    _put(a8_p, a16_p, a32_p, a64_p, fixed_base[un] + counts[un] * w, w, v)
                 counts[un] += 1
                 pc += 1
             elif op == LIST_FIXED:
                 child = code[upc, 2]
-                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 3], code[upc, 4])
+                n, pos, err, null = _nullable_len(data_p, pos, end, code[upc, 3], code[upc, 4])
                 if err != OK:
                     d1 = n  # (see _read_len and _nullable_len)
                     d2 = end - pos
@@ -430,27 +435,27 @@ def run(
                     if ek == EL_UUID:  # 16 raw bytes each
                         dst = fixed_base[child] + c0 * 16
                         for k in range(n * 16):
-                            a8[dst + k] = data[pos + k]
+                            a8_p[dst + k] = data_p[pos + k]
                     elif ek == EL_BOOL:
                         dst = fixed_base[child] + c0
                         for k in range(n):
-                            a8[dst + k] = 1 if data[pos + k] != 0 else 0
+                            a8_p[dst + k] = 1 if data_p[pos + k] != 0 else 0
                     elif ek == EL_F64 or eb == 8:
                         dst = np.uint64((fixed_base[child] >> 3) + c0)
                         for k in range(n):
-                            a64[dst + np.uint64(k)] = np.int64(_be(data, pos + k * 8, 8))
+                            a64_p[dst + np.uint64(k)] = np.int64(_be(data_p, pos + k * 8, 8))
                     elif eb == 4:
                         dst = np.uint64((fixed_base[child] >> 2) + c0)
                         for k in range(n):
-                            a32[dst + np.uint64(k)] = np.int32(_be(data, pos + k * 4, 4))
+                            a32_p[dst + np.uint64(k)] = np.int32(_be(data_p, pos + k * 4, 4))
                     elif eb == 2:
                         dst = np.uint64((fixed_base[child] >> 1) + c0)
                         for k in range(n):
-                            a16[dst + np.uint64(k)] = np.int16(_be(data, pos + k * 2, 2))
+                            a16_p[dst + np.uint64(k)] = np.int16(_be(data_p, pos + k * 2, 2))
                     else:
                         dst = np.uint64(fixed_base[child] + c0)
                         for k in range(n):
-                            a8[dst + np.uint64(k)] = data[np.uint64(pos + k)]
+                            a8_p[dst + np.uint64(k)] = data_p[np.uint64(pos + k)]
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(c0 + n)
                 counts[child] += n
                 counts[un] += 1
@@ -462,7 +467,7 @@ def run(
                 counts[un] += 1
                 pc += 1
             elif op == VARBIN:
-                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
+                n, pos, err, null = _nullable_len(data_p, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
                     d1 = n  # (see _read_len and _nullable_len)
                     d2 = end - pos
@@ -482,7 +487,7 @@ def run(
                         d1 = n
                         d2 = end - pos
                         break
-                    if not fill and code[upc, 4] != 0 and not _utf8_ok(data, pos, n):
+                    if not fill and code[upc, 4] != 0 and not _utf8_ok(data_p, pos, n):
                         err = E_UTF8
                         break
                     if fill:
@@ -491,9 +496,9 @@ def run(
                         dst = data_base[un]
                         if dst >= 0:
                             dst += dcounts[un]
-                            copy_bytes(data, pos, n, bytes_out, dst)
+                            copy_bytes(data_p, pos, n, bytes_out_p, dst)
                         else:  # a view (see the state layout)
-                            _put_view(a8, a32, -1 - dst + 16 * slot, data, pos, n, 0)
+                            _put_view(a8_p, a32_p, -1 - dst + 16 * slot, data_p, pos, n, 0)
                 dcounts[un] += n
                 if fill:
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un])
@@ -501,7 +506,7 @@ def run(
                 pos += n
                 pc += 1
             elif op == LIST:
-                n, pos, err, null = _nullable_len(data, pos, end, code[upc, 2], code[upc, 3])
+                n, pos, err, null = _nullable_len(data_p, pos, end, code[upc, 2], code[upc, 3])
                 if err != OK:
                     d1 = n  # (see _read_len and _nullable_len)
                     d2 = end - pos
@@ -547,7 +552,7 @@ def run(
                         d1 = 1
                         d2 = 0
                         break
-                    m = _signed(np.uint64(data[pos]), 8)
+                    m = _signed(np.uint64(data_p[pos]), 8)
                     pos += 1
                     if m == 1:
                         present = True
@@ -556,7 +561,7 @@ def run(
                         d1 = m
                         break
                 else:
-                    mv, pos, err = _varint(data, pos, end, 32)
+                    mv, pos, err = _varint(data_p, pos, end, 32)
                     if err != OK:
                         break
                     if mv == 1:
@@ -577,7 +582,7 @@ def run(
                     stack[sp, 3] = end
                     sp += 1
                     pc = code[upc, 4]
-            elif op == TAGS and code[upc, 6] != 0 and pos < end and data[pos] == 0:
+            elif op == TAGS and code[upc, 6] != 0 and pos < end and data_p[pos] == 0:
                 # The common case: an empty tag section where no tag is known.
                 if fill:
                     offs[np.uint64(off_base[un] + counts[un] + 1)] = np.int32(counts[code[upc, 2]])
@@ -592,7 +597,7 @@ def run(
                 pnode = code[upc, 7]
                 count = np.int64(-1)
                 if op == TAGS:
-                    cv, pos, err = _varint(data, pos, end, 32)
+                    cv, pos, err = _varint(data_p, pos, end, 32)
                     if err != OK:
                         break
                     count = np.int64(cv)
@@ -604,16 +609,16 @@ def run(
                     k += 1
                     err_pos = pos
                     if op == TAGS:
-                        tv, pos, err = _varint(data, pos, end, 32)
+                        tv, pos, err = _varint(data_p, pos, end, 32)
                         if err != OK:
                             break
-                        sv, pos, err = _varint(data, pos, end, 32)
+                        sv, pos, err = _varint(data_p, pos, end, 32)
                         if err != OK:
                             break
                         tag = np.int64(tv)
                         size = np.int64(sv)
                     else:
-                        zv, pos, err = _varint(data, pos, end, 32)
+                        zv, pos, err = _varint(data_p, pos, end, 32)
                         if err != OK:
                             break
                         size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))
@@ -628,7 +633,7 @@ def run(
                             d1 = 2
                             d2 = end - pos
                             break
-                        tag = _signed(_be(data, pos, 2), 16)
+                        tag = _signed(_be(data_p, pos, 2), 16)
                         pos += 2
                     if tag <= last_tag:
                         err = E_TAG_ORDER
@@ -647,13 +652,13 @@ def run(
                             known = True
                     if known and pnode >= 0:  # recorded, so encoding writes it back
                         if fill:
-                            a32[(fixed_base[pnode + 1] >> 2) + counts[pnode + 1]] = np.int32(tag)
+                            a32_p[(fixed_base[pnode + 1] >> 2) + counts[pnode + 1]] = np.int32(tag)
                         counts[pnode + 1] += 1
                     if not known:
                         if fill:
-                            a32[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
+                            a32_p[(fixed_base[keynode] >> 2) + counts[keynode]] = np.int32(tag)
                             dst = data_base[valnode] + dcounts[valnode]
-                            copy_bytes(data, pos, size, bytes_out, dst)
+                            copy_bytes(data_p, pos, size, bytes_out_p, dst)
                         counts[keynode] += 1
                         dcounts[valnode] += size
                         if fill:
@@ -705,16 +710,16 @@ def run(
                 while (count < 0 or k < count) and p < limit:
                     k += 1
                     if count >= 0:
-                        tv, p, _e = _uvarint(data, p, end, 32)
-                        sv, p, _e = _uvarint(data, p, end, 32)
+                        tv, p, _e = _uvarint(data_p, p, end, 32)
+                        sv, p, _e = _uvarint(data_p, p, end, 32)
                         tag = np.int64(tv)
                         size = np.int64(sv)
                     else:
-                        zv, p, _e = _uvarint(data, p, end, 32)
+                        zv, p, _e = _uvarint(data_p, p, end, 32)
                         size = np.int64(zv >> np.uint64(1)) ^ -np.int64(zv & np.uint64(1))
                         if size == 0:
                             break
-                        tag = _signed(_be(data, p, 2), 16)
+                        tag = _signed(_be(data_p, p, 2), 16)
                         p += 2
                     if tag == want:
                         found = True
@@ -755,7 +760,7 @@ def run(
             elif op == DEF_FIXED:
                 if fill:
                     w = code[upc, 3]
-                    _put(a8, a16, a32, a64, fixed_base[un] + counts[un] * w, w, consts[code[upc, 2]])
+                    _put(a8_p, a16_p, a32_p, a64_p, fixed_base[un] + counts[un] * w, w, consts[code[upc, 2]])
                 counts[un] += 1
                 pc += 1
             elif op == DEF_VARBIN:
@@ -768,9 +773,9 @@ def run(
                     if dst >= 0:
                         dst += dcounts[un]
                         for k in range(n):
-                            bytes_out[dst + k] = const_bytes[code[upc, 2] + k]
+                            bytes_out_p[dst + k] = const_bytes_p[code[upc, 2] + k]
                     else:
-                        _put_view(a8, a32, -1 - dst + 16 * slot, const_bytes, code[upc, 2], n, 1)
+                        _put_view(a8_p, a32_p, -1 - dst + 16 * slot, const_bytes_p, code[upc, 2], n, 1)
                     offs[np.uint64(off_base[un] + slot + 1)] = np.int32(dcounts[un] + n)
                 dcounts[un] += n
                 counts[un] += 1
@@ -779,7 +784,7 @@ def run(
                 if fill:
                     dst = fixed_base[un] + counts[un] * 16
                     for k in range(16):
-                        a8[dst + k] = const_bytes[code[upc, 2] + k]
+                        a8_p[dst + k] = const_bytes_p[code[upc, 2] + k]
                 counts[un] += 1
                 pc += 1
             elif op == DEF_LIST or op == DEF_MAP:

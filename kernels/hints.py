@@ -64,7 +64,7 @@ if getattr(config, "DISABLE_JIT", False):
     def message_ahead(data, starts, ends, i, last):
         pass
 
-    def hop_ahead(data, hops, slot, j):
+    def hop_ahead(data, ndata, hops, width, slot, j):
         pass
 
 else:
@@ -82,13 +82,15 @@ else:
             _prefetch(data, ends[j] - 1)
 
     @njit(inline="always")
-    def hop_ahead(data, hops, slot, j):
+    def hop_ahead(data, ndata, hops, width, slot, j):
         """Pass 2, at value j of view node ``slot``: prefetch where value j + HOPS_AHEAD ends,
-        as pass 1 noted (clamped into ``data``: a slot may hold anything, where the value was
-        null or its message failed, since the room is reused as it is)."""
+        as pass 1 noted (clamped into ``data``, ``ndata`` bytes: a slot may hold anything,
+        where the value was null or its message failed, since the room is reused as it is).
+        ``hops``: the notes flat, ``width`` a node (``memory.raw`` pointers, as the
+        generated kernels hand them)."""
         j += HOPS_AHEAD
-        if j < hops.shape[1]:
-            _prefetch(data, min(max(hops[slot, j], 0), len(data) - 1))
+        if j < width:
+            _prefetch(data, min(max(hops[slot * width + j], 0), ndata - 1))
 
 
 @njit(inline="always")
@@ -105,12 +107,13 @@ def stride_ahead(prev, at, n):
 
 
 @njit(inline="always")
-def hop_mark(data, hops, slot, j, at):
-    """Pass 1: value j of view node ``slot`` ends at ``at`` (noted while ``hops`` has room),
-    and the prefetch of where value j + HOPS_STRIDES would end (``stride_ahead``)."""
-    if j < hops.shape[1]:
-        hops[slot, j] = at
+def hop_mark(data, ndata, hops, width, slot, j, at):
+    """Pass 1: value j of view node ``slot`` ends at ``at`` (noted while the node's ``width``
+    has room), and the prefetch of where value j + HOPS_STRIDES would end (``stride_ahead``);
+    arguments as ``hop_ahead``'s."""
+    if j < width:
+        hops[slot * width + j] = at
         if j > 0:
-            guess = stride_ahead(hops[slot, j - 1], at, len(data))
+            guess = stride_ahead(hops[slot * width + j - 1], at, ndata)
             if guess >= 0:
                 prefetch(data, guess)

@@ -25,7 +25,7 @@ import numpy as np
 from numba import config, njit
 
 from .encode import _put_uv, _uvlen, _zigzag
-from .memory import memcpy
+from .memory import memcpy, raw
 from .records import (
     AT_LENGTH,
     AT_MAGIC,
@@ -117,18 +117,15 @@ def _put_be(out, pos, v, nbytes):
 
 
 @njit(inline="always")
-def _v2_body(bh, b, rec, hdrs, j):
-    """Bytes of a magic 2 record after its length varint."""
-    n = 1 + _zz_len(rec[R_TS, j] - bh[B_BASE_TS, b]) + _zz_len(rec[R_OFFSET, j] - bh[B_BASE_OFFSET, b])
-    k = rec[R_KEY_LEN, j]
-    v = rec[R_VALUE_LEN, j]
+def _v2_body(ts_delta, offset_delta, k, v, nh, h0, hk_len, hv_len):
+    """Bytes of a magic 2 record after its length varint (``hk_len``, ``hv_len``: the header
+    keys' and values' lengths, bare pointers)."""
+    n = 1 + _zz_len(ts_delta) + _zz_len(offset_delta)
     n += _zz_len(k) + max(k, 0) + _zz_len(v) + max(v, 0)
-    nh = rec[R_HEADERS_N, j]
     n += _zz_len(nh)
-    h0 = rec[R_HEADERS_AT, j]
     for h in range(h0, h0 + nh):
-        hk = hdrs[H_KEY_LEN][h]
-        hv = hdrs[H_VALUE_LEN][h]
+        hk = hk_len[h]
+        hv = hv_len[h]
         n += _zz_len(hk) + hk + _zz_len(hv) + max(hv, 0)
     return n
 
@@ -138,16 +135,21 @@ def size_records(bh, perm, rec, hdrs, rsize):
     """rsize[i] = bytes of record perm[i] (magic 2: after its length varint; magic 0/1: the
     whole message, offset and size fields included); bh[B_REGION] = bytes of each batch's
     records as they are before compression."""
+    hk_len, hv_len = raw(hdrs[H_KEY_LEN]), raw(hdrs[H_VALUE_LEN])  # (see _write_records)
     for b in range(bh.shape[1]):
         total = 0
         legacy = bh[B_MAGIC, b] < 2
+        base_ts, base_offset = bh[B_BASE_TS, b], bh[B_BASE_OFFSET, b]
         for i in range(bh[B_FIRST, b], bh[B_END, b]):
             j = perm[i]
             if legacy:
                 n = 12 + LEGACY_MIN[bh[B_MAGIC, b]] + max(rec[R_KEY_LEN, j], 0) + max(rec[R_VALUE_LEN, j], 0)
                 total += n
             else:
-                n = _v2_body(bh, b, rec, hdrs, j)
+                ts_delta, offset_delta = rec[R_TS, j] - base_ts, rec[R_OFFSET, j] - base_offset
+                k, v = rec[R_KEY_LEN, j], rec[R_VALUE_LEN, j]
+                nh, h0 = rec[R_HEADERS_N, j], rec[R_HEADERS_AT, j]
+                n = _v2_body(ts_delta, offset_delta, k, v, nh, h0, hk_len, hv_len)
                 total += _zz_len(n) + n
             rsize[i] = n
         bh[B_REGION, b] = total
@@ -178,6 +180,11 @@ else:
 def _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_data, crc32_table):
     """The records of batch b from ``pos``: magic 2 records, or magic 0/1 messages (one for an
     uncompressed batch: the whole batch; a wrapper's inner message set otherwise)."""
+    # what runs per record takes bare pointers (``memory.raw``): an array handed to a helper,
+    # even an inlined one, costs two atomic reference counts that stay in the loop
+    o, kd, vd, hkd, hvd = raw(out), raw(k_data), raw(v_data), raw(hk_data), raw(hv_data)
+    hk_at, hk_len = raw(hdrs[H_KEY_AT]), raw(hdrs[H_KEY_LEN])
+    hv_at, hv_len = raw(hdrs[H_VALUE_AT]), raw(hdrs[H_VALUE_LEN])
     magic = bh[B_MAGIC, b]
     attr = bh[B_ATTR, b]
     if magic < 2:
@@ -188,39 +195,39 @@ def _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_d
         j = perm[i]
         n = rsize[i]
         if magic == 2:
-            pos = _put_zz(out, pos, n)
-            out[pos] = 0  # record attributes: unused
-            pos = _put_zz(out, pos + 1, rec[R_TS, j] - bh[B_BASE_TS, b])
-            pos = _put_zz(out, pos, rec[R_OFFSET, j] - bh[B_BASE_OFFSET, b])
+            pos = _put_zz(o, pos, n)
+            o[pos] = 0  # record attributes: unused
+            pos = _put_zz(o, pos + 1, rec[R_TS, j] - bh[B_BASE_TS, b])
+            pos = _put_zz(o, pos, rec[R_OFFSET, j] - bh[B_BASE_OFFSET, b])
             k = rec[R_KEY_LEN, j]
-            pos = _copy(k_data, rec[R_KEY_AT, j], k, out, _put_zz(out, pos, k))
+            pos = _copy(kd, rec[R_KEY_AT, j], k, o, _put_zz(o, pos, k))
             v = rec[R_VALUE_LEN, j]
-            pos = _copy(v_data, rec[R_VALUE_AT, j], v, out, _put_zz(out, pos, v))
+            pos = _copy(vd, rec[R_VALUE_AT, j], v, o, _put_zz(o, pos, v))
             nh = rec[R_HEADERS_N, j]
-            pos = _put_zz(out, pos, nh)
+            pos = _put_zz(o, pos, nh)
             h0 = rec[R_HEADERS_AT, j]
             for h in range(h0, h0 + nh):
-                k = hdrs[H_KEY_LEN][h]
-                pos = _copy(hk_data, hdrs[H_KEY_AT][h], k, out, _put_zz(out, pos, k))
-                v = hdrs[H_VALUE_LEN][h]
-                pos = _copy(hv_data, hdrs[H_VALUE_AT][h], v, out, _put_zz(out, pos, v))
+                k = hk_len[h]
+                pos = _copy(hkd, hk_at[h], k, o, _put_zz(o, pos, k))
+                v = hv_len[h]
+                pos = _copy(hvd, hv_at[h], v, o, _put_zz(o, pos, v))
         else:
             start = pos
-            _put_be(out, pos, rec[R_OFFSET, j] - bh[B_INNER_BASE, b], 8)
-            _put_be(out, pos + AT_LENGTH, n - 12, 4)
-            out[pos + AT_MAGIC] = magic
-            out[pos + LEGACY_ATTR] = attr
+            _put_be(o, pos, rec[R_OFFSET, j] - bh[B_INNER_BASE, b], 8)
+            _put_be(o, pos + AT_LENGTH, n - 12, 4)
+            o[pos + AT_MAGIC] = magic
+            o[pos + LEGACY_ATTR] = attr
             pos += 18
             if magic == 1:
-                _put_be(out, pos, rec[R_TS, j], 8)
+                _put_be(o, pos, rec[R_TS, j], 8)
                 pos += 8
             k = rec[R_KEY_LEN, j]
-            _put_be(out, pos, k, 4)
-            pos = _copy(k_data, rec[R_KEY_AT, j], k, out, pos + 4)
+            _put_be(o, pos, k, 4)
+            pos = _copy(kd, rec[R_KEY_AT, j], k, o, pos + 4)
             v = rec[R_VALUE_LEN, j]
-            _put_be(out, pos, v, 4)
-            pos = _copy(v_data, rec[R_VALUE_AT, j], v, out, pos + 4)
-            _put_be(out, start + 12, np.int64(crc32(crc32_table, out, start + LEGACY_CRC_FROM, pos)), 4)
+            _put_be(o, pos, v, 4)
+            pos = _copy(vd, rec[R_VALUE_AT, j], v, o, pos + 4)
+            _put_be(o, start + 12, np.int64(crc32(crc32_table, out, start + LEGACY_CRC_FROM, pos)), 4)
     return pos
 
 
