@@ -64,13 +64,10 @@ if getattr(config, "DISABLE_JIT", False):
         return arr
 
 else:
-
-    @njit(inline="always")
-    def raw(arr):
-        """arr's data as a bare pointer, indexed as arr is but with no negative indices (the
-        caller checks bounds, as for every read), and no reference count (see above): valid
-        while arr is, which the caller holds."""
-        return _raw(arr)
+    # arr's data as a bare pointer, indexed as arr is but with no negative indices (the caller
+    # checks bounds, as for every read), and no reference count (see above): valid while arr
+    # is, which the caller holds. The intrinsic itself: a function around it takes the array.
+    raw = _raw  # type: ignore[assignment]
 
     @njit(inline="always")
     def copy_bytes(src, pos, n, dst, at):

@@ -571,12 +571,39 @@ def walk_records(
     into ``data`` (buffers 0..) or ``inner`` (buffers ``inner_first``..), see ``_put_view``.
     Returns the batch the walk stopped at: b1 when every batch was walked.
     """
+    # the columns as bare pointers (``memory.raw``), once: each array handed to the batch
+    # walks, per batch, would cost two atomic reference counts
+    r_batch_p, r_offset_p, r_ts_p, r_size_p, r_key_size_p, r_value_size_p = (
+        raw(r_batch),
+        raw(r_offset),
+        raw(r_ts),
+        raw(r_size),
+        raw(r_key_size),
+        raw(r_value_size),
+    )
+    k_off_p, k_data_p, v_off_p, v_data_p, h_off_p, hk_off_p = (
+        raw(k_off),
+        raw(k_data),
+        raw(v_off),
+        raw(v_data),
+        raw(h_off),
+        raw(hk_off),
+    )
+    hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p = (
+        raw(hk_data),
+        raw(hv_size),
+        raw(hv_off),
+        raw(hv_data),
+        raw(k_view),
+        raw(v_view),
+    )
+    data_p, inner_p = raw(data), raw(inner)
     for b in range(b0, b1):
         if hdr[H_STATUS, b] != B_OK:
             continue
         if hdr[H_CRC_CALC, b] == CRC_IN_WALK and not crc_v2(data, hdr, b, crc32c_table):
             continue
-        buf = inner if hdr[H_INNER, b] == 1 else data
+        buf = inner_p if hdr[H_INNER, b] == 1 else data_p
         start = hdr[H_REGION_START, b]
         end = hdr[H_REGION_END, b]
         n0, k0, v0, h0, hk0, hv0 = t[0], t[1], t[2], t[3], t[4], t[5]
@@ -596,24 +623,24 @@ def walk_records(
                 vbase,
                 t,
                 cap,
-                r_batch,
-                r_offset,
-                r_ts,
-                r_size,
-                r_key_size,
-                r_value_size,
-                k_off,
-                k_data,
-                v_off,
-                v_data,
-                h_off,
-                hk_off,
-                hk_data,
-                hv_size,
-                hv_off,
-                hv_data,
-                k_view,
-                v_view,
+                r_batch_p,
+                r_offset_p,
+                r_ts_p,
+                r_size_p,
+                r_key_size_p,
+                r_value_size_p,
+                k_off_p,
+                k_data_p,
+                v_off_p,
+                v_data_p,
+                h_off_p,
+                hk_off_p,
+                hk_data_p,
+                hv_size_p,
+                hv_off_p,
+                hv_data_p,
+                k_view_p,
+                v_view_p,
             )
         else:
             err = _walk_legacy(
@@ -629,19 +656,19 @@ def walk_records(
                 vbase,
                 t,
                 cap,
-                r_batch,
-                r_offset,
-                r_ts,
-                r_size,
-                r_key_size,
-                r_value_size,
-                k_off,
-                k_data,
-                v_off,
-                v_data,
-                h_off,
-                k_view,
-                v_view,
+                r_batch_p,
+                r_offset_p,
+                r_ts_p,
+                r_size_p,
+                r_key_size_p,
+                r_value_size_p,
+                k_off_p,
+                k_data_p,
+                v_off_p,
+                v_data_p,
+                h_off_p,
+                k_view_p,
+                v_view_p,
             )
         if err != OK:
             t[0], t[1], t[2], t[3], t[4], t[5] = n0, k0, v0, h0, hk0, hv0
@@ -799,10 +826,8 @@ def _walk_v2(
     k_view,
     v_view,
 ):
-    # what runs per record takes bare pointers (``raw``): an array handed to a function,
-    # inlined or not, costs an atomic reference count in and out (a third of the walk's time)
-    src, kv, vv, kd, vd = raw(buf), raw(k_view), raw(v_view), raw(k_data), raw(v_data)
-    hkd, hvd = raw(hk_data), raw(hv_data)
+    # (every array but hdr, t and cap comes as a bare pointer: see walk_records)
+    src, kv, vv, kd, vd, hkd, hvd = buf, k_view, v_view, k_data, v_data, hk_data, hv_data
     count = hdr[H_COUNT, b]
     base_offset = hdr[H_BASE_OFFSET, b]
     base_ts = hdr[H_BASE_TS, b]
@@ -942,7 +967,7 @@ def _walk_legacy(
     v_view,
 ):
     """The records of a magic 0/1 batch: the message itself, or a wrapper's inner messages."""
-    src, kv, vv, kd, vd = raw(buf), raw(k_view), raw(v_view), raw(k_data), raw(v_data)  # (see _walk_v2)
+    src, kv, vv, kd, vd = buf, k_view, v_view, k_data, v_data  # (bare pointers: see walk_records)
     magic = hdr[H_MAGIC, b]
     wrapper = (hdr[H_ATTR, b] & CODEC_MASK) != 0
     log_append = (hdr[H_ATTR, b] & ATTR_LOG_APPEND_TIME) != 0
