@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from numba import config, njit, types
 from numba.core import cgutils
+from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from .tiers import copy_bytes_py
@@ -49,6 +50,8 @@ def data_pointer(context, builder, ty, value):
 
 @intrinsic
 def _raw(typingctx, arr):
+    if not isinstance(arr, types.Array) or arr.layout != "C":  # a pointer has no strides
+        raise TypingError(f"raw takes a C-contiguous array, not {arr}")
     sig = types.CPointer(arr.dtype)(arr)
 
     def codegen(context, builder, signature, args):

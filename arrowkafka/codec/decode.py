@@ -90,7 +90,8 @@ def _kernel_data(data: np.ndarray) -> np.ndarray:
 
 def _ranges_input(r: Ranges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data = _kernel_data(r.data)
-    starts, ends = np.asarray(r.starts, np.int64), np.asarray(r.ends, np.int64)
+    # (contiguous: the kernels read them through bare pointers, which know no strides)
+    starts, ends = np.ascontiguousarray(r.starts, np.int64), np.ascontiguousarray(r.ends, np.int64)
     if len(starts) != len(ends):
         raise ValueError("ranges: starts and ends differ in length")
     if len(starts) and (starts.min() < 0 or ends.max() > len(r.data) or np.any(ends < starts)):

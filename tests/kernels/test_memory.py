@@ -1,14 +1,17 @@
 """kernels/memory.copy_bytes: the same bytes as a slice copy, compiled and as Python (the
 plain-Python tier's stand-in), at every length and offset around the sizes memcpy switches
-strategy at; nothing outside the target range is touched."""
+strategy at; nothing outside the target range is touched. ``raw``: a bare pointer that reads
+as its array, for C-contiguous arrays only."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba import njit
+from numba.core.errors import TypingError
 
 from arrowkafka.kernels import tiers
-from arrowkafka.kernels.memory import copy_bytes
+from arrowkafka.kernels.memory import copy_bytes, raw
 
 
 @njit
@@ -38,3 +41,35 @@ def test_copy_bytes_is_a_slice_copy() -> None:
         plain = np.full(4096, 0xAA, np.uint8)
         tiers.copy_bytes_py(src, pos, n, plain, at)
         assert np.array_equal(plain, want), (pos, n, at)
+
+
+@njit
+def _read_raw(a, out):
+    p = raw(a)
+    for i in range(out.shape[0]):
+        out[i] = p[i]
+
+
+def test_raw_reads_as_the_array_and_refuses_strides() -> None:
+    """A bare pointer indexes as its array does; a strided array (a pointer knows no strides)
+    is refused when the kernel is typed, not read wrongly."""
+    a = np.arange(10, dtype=np.int64)
+    out = np.zeros(10, np.int64)
+    _read_raw(a, out)
+    assert out.tolist() == a.tolist()
+    with pytest.raises(TypingError, match="C-contiguous"):
+        _read_raw(a.reshape(5, 2)[:, 1], np.zeros(5, np.int64))
+
+
+def test_ranges_with_strided_starts_decode_as_contiguous_ones() -> None:
+    """Ranges' starts and ends go to the kernels contiguous, whatever the caller's layout."""
+    import arrowkafka as ak
+    from arrowkafka.codec.decode import Ranges
+    from tests.conftest import SHARED
+
+    body = (SHARED / "vectors" / "produce_request_v9.bin").read_bytes()
+    n = 40
+    data = np.frombuffer(body * n, np.uint8)
+    pairs = np.array([[k * len(body), (k + 1) * len(body)] for k in range(n)], np.int64)
+    got = ak.decode(Ranges(data, pairs[:, 0], pairs[:, 1]), "ProduceRequest", 9, kernel="interpreter")
+    assert got.equals(ak.decode([body] * n, "ProduceRequest", 9, kernel="interpreter"))
