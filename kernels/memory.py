@@ -20,7 +20,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from .tiers import copy_bytes_py
+from .tiers import copy_bytes_py, raw_py
 
 __all__ = ["copy_bytes", "memcpy", "raw"]
 
@@ -62,9 +62,7 @@ def _raw(typingctx, arr):
 
 if getattr(config, "DISABLE_JIT", False):
     copy_bytes = copy_bytes_py
-
-    def raw(arr):
-        return arr
+    raw = raw_py
 
 else:
     # arr's data as a bare pointer, indexed as arr is but with no negative indices (the caller

@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PURE_BUDGET", "compiled", "copy_bytes_py", "expect", "kernel_run"]
+__all__ = ["PURE_BUDGET", "compiled", "copy_bytes_py", "expect", "kernel_run", "raw_py"]
 
 PURE_BUDGET = 64 * 1024  # bytes a process decodes on the plain-Python tier, in all
 
@@ -35,7 +35,7 @@ def _no_hint(*args: Any) -> None:
     """A hint to the CPU (``hints.py``), which Python has no use for."""
 
 
-def _same(x: Any) -> Any:
+def raw_py(x: Any) -> Any:
     """``memory.raw`` as Python: the array itself (Numba's bare pointer indexes as it does)."""
     return x
 
@@ -53,14 +53,14 @@ def _pure_module(name: str) -> types.ModuleType:
         # hints to the CPU are Numba intrinsics: nothing to do in Python
         source = source.replace("from .hints import message_ahead\n", "message_ahead = _no_hint\n", 1)
         source = source.replace("from .memory import copy_bytes\n", "copy_bytes = copy_bytes_py\n", 1)
-        source = source.replace("from .memory import raw as bare", "bare = _same", 1)  # (a pointer in Numba)
+        source = source.replace("from .memory import raw as bare", "bare = raw_py", 1)  # (a pointer in Numba)
         module = types.ModuleType(f"{__package__}.{name}_pure")
         module.__file__ = str(path)
         module.__package__ = __package__
         module.__dict__["_identity"] = _identity
         module.__dict__["_no_hint"] = _no_hint
         module.__dict__["copy_bytes_py"] = copy_bytes_py
-        module.__dict__["_same"] = _same
+        module.__dict__["raw_py"] = raw_py
         exec(compile(source, str(path), "exec"), module.__dict__)
         _pure[name] = module
     return _pure[name]

@@ -205,16 +205,16 @@ def _walk(
     if not len(compressed):
         chunks.walk(_NO_INNER, 0, nb, chunks.data_windows)
         return chunks.close(), []
-    # (per batch in Python lists: a numpy scalar costs as much as a small batch's decompression)
-    codecs = codec_of[compressed].tolist()
-    starts, ends = hdr[k.H_REGION_START, compressed].tolist(), hdr[k.H_REGION_END, compressed].tolist()
+    # each compressed batch's codec and payload: arrays for the lz4 kernel, which reads a run
+    # of lz4 batches in one call, and Python lists for the rest (a numpy scalar costs as much
+    # as a small batch's decompression)
+    codec_arr, start_arr = codec_of[compressed], hdr[k.H_REGION_START, compressed]
+    end_arr = hdr[k.H_REGION_END, compressed]
+    codecs, starts, ends = codec_arr.tolist(), start_arr.tolist(), end_arr.tolist()
     legacy = (hdr[k.H_MAGIC, compressed] < 2).tolist()
     todo = compressed.tolist()
-    # (a run of lz4 batches goes to the lz4 kernel, which reads their frames in one call)
     lz4_run = LZ4_DECOMPRESS and 3 in codecs
-    if lz4_run:
-        codec_arr, start_arr = codec_of[compressed], hdr[k.H_REGION_START, compressed]
-        end_arr, lz4_regions = hdr[k.H_REGION_END, compressed], np.empty(2 * len(todo), np.int64)
+    lz4_regions = np.empty(2 * len(todo) if lz4_run else 0, np.int64)
     view = data.data
     sink = Sink(SEGMENT + WALK_GROUP if views else 2 * WALK_GROUP)
     segments: list[np.ndarray] = []  # views: the buffers done

@@ -50,6 +50,7 @@ def _read_raw(a, out):
         out[i] = p[i]
 
 
+@pytest.mark.jit  # (a typing check: with the JIT off ``raw`` is the array itself)
 def test_raw_reads_as_the_array_and_refuses_strides() -> None:
     """A bare pointer indexes as its array does; a strided array (a pointer knows no strides)
     is refused when the kernel is typed, not read wrongly."""
