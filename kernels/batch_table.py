@@ -64,7 +64,7 @@ BITS = 0
 STRING = -1
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def _values(hdr, b, v, ok):
     """Batch b's value and validity of every column of ``COLUMNS``, into v and ok."""
     magic = hdr[H_MAGIC, b]

@@ -96,9 +96,11 @@ def _frames(fn, data, pos, end, out, at, cap):
             size = word & 0x7FFFFFFF
             if size > end - pos:
                 return -1
-            room = min(block_max, cap - (at - start))
-            if len(out) - at < room:
-                return -1
+            # a block may be as long as the frame's maximum (4 MiB in the frames pierrec/lz4
+            # writes by default: franz-go, sarama) and no longer than the cap allows; it is
+            # tried in the room the output has, and the Python reader, which grows the output,
+            # reads the batch where it does not fit (or does not decode: it names why)
+            room = min(block_max, cap - (at - start), len(out) - at)
             if word & 0x80000000:  # stored as it is
                 if size > room:
                     return -1
