@@ -59,6 +59,29 @@ COMMAND = Path(sys.executable).with_name("arrowkafka")  # the installed entry po
 SAMPLE = Path(__file__).parents[1] / "arrowkafka" / "data" / "tansu_confluent.pcap"
 
 
+def test_the_command_imports_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas where it is installed (it is here: the test extra), on its first
+    conversion of a Python value: the command keeps it out of its process, and still writes
+    and reports (matplotlib and DuckDB too run as where pandas is not installed)."""
+    import importlib.util
+
+    assert importlib.util.find_spec("pandas") is not None  # else this test could not fail
+
+    def imported(*args: str) -> set[str]:
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "arrowkafka", *args],
+                              capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]  # (1: the sample holds a reject)
+        return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+
+    out = tmp_path / "out"
+    modules = imported("decode", str(SAMPLE), "-o", str(out)) | imported("report", str(out))
+    assert "pyarrow.lib" in modules and "duckdb" in modules and "matplotlib" in modules
+    # (-X importtime lists the refused attempts as "pandas" too: pandas' own modules are what
+    # an import of it brings)
+    assert not {m for m in modules if m.startswith("pandas.")}
+    assert (out / "FetchResponse.parquet").exists() and (out / "report.html").stat().st_size > 100_000
+
+
 def _run(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(COMMAND), *args], capture_output=True, text=True, **kw)  # type: ignore[call-overload, no-any-return]
 
