@@ -8,14 +8,20 @@ functions, which use the default set.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import importlib
+import os
+import pickle
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arrowkafka import ir
 from arrowkafka.ir import MessageSpec, load_folders, request_header_version, response_header_version
+from arrowkafka.ir.load import spec_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -261,8 +267,37 @@ def load_specs(*folders: str | Path) -> SpecSet:
 
 
 def default_specs() -> SpecSet:
-    """The vendored spec set, loaded once per process."""
+    """The vendored spec set, loaded once per process (read back from the cache where it was
+    parsed before: ``cached_folder``)."""
     global _DEFAULT
     if _DEFAULT is None:
-        _DEFAULT = SpecSet(load_folders([vendored_specs_dir()]))
+        _DEFAULT = SpecSet(cached_folder(vendored_specs_dir()))
     return _DEFAULT
+
+
+def cached_folder(folder: Path) -> dict[str, MessageSpec]:
+    """``load_folders([folder])``, kept as a pickle under ``cache_root()/specs`` named by a hash
+    of every spec file's path and text, the spec IR's source and Python's version, so that a
+    change to any of them parses afresh. Parsing the 258 vendored specs took 0.13-0.35 s of a
+    fresh process's first call (every ``arrowkafka`` command, a Spark worker's first task);
+    reading them back takes 0.03 s. A cache that cannot be read or written is parsed past."""
+    from arrowkafka.codegen.modules import cache_root  # (not needed by an import of the API)
+
+    key = hashlib.sha256(f"{sys.version_info[:2]}\0{folder}\0".encode())
+    for path in [*sorted(Path(str(ir.__file__)).parent.glob("*.py")), *spec_files(folder)]:
+        key.update(f"{path}\0".encode() + path.read_bytes())
+    cached = cache_root() / "specs" / f"{key.hexdigest()[:32]}.pickle"
+    try:
+        with open(cached, "rb") as f:
+            specs = pickle.load(f)
+        if isinstance(specs, dict) and all(isinstance(v, MessageSpec) for v in specs.values()):
+            return specs
+    except Exception:  # (none yet, or not whole: unpickling raises many kinds)
+        pass
+    specs = load_folders([folder])
+    with contextlib.suppress(OSError):  # (a read-only home: parsed each time)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        part = cached.with_name(f"{cached.name}.{os.getpid()}.part")
+        part.write_bytes(pickle.dumps(specs, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(part, cached)  # (whole or not there: processes may race)
+    return specs

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "cache_dir",
+    "cache_root",
     "generated_path",
     "import_generated",
     "kernel_sources",
@@ -26,10 +27,15 @@ __all__ = [
 _LOADED: dict[str, Any] = {}
 
 
+def cache_root() -> Path:
+    """The folder arrowkafka keeps what it builds in (``ARROWKAFKA_CACHE_DIR``, else
+    ~/.cache/arrowkafka): generated kernels, parsed specs (``api``)."""
+    return Path(os.environ.get("ARROWKAFKA_CACHE_DIR") or Path.home() / ".cache" / "arrowkafka")
+
+
 def cache_dir() -> Path:
-    """Where generated kernels live (``ARROWKAFKA_CACHE_DIR``, else ~/.cache/arrowkafka)."""
-    root = os.environ.get("ARROWKAFKA_CACHE_DIR") or Path.home() / ".cache" / "arrowkafka"
-    return Path(root) / "kernels"
+    """Where generated kernels live (under ``cache_root``)."""
+    return cache_root() / "kernels"
 
 
 @functools.cache

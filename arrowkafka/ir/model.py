@@ -55,6 +55,9 @@ class _StructDefaults:
     def __repr__(self) -> str:
         return "STRUCT_DEFAULTS"
 
+    def __reduce__(self) -> str:
+        return "STRUCT_DEFAULTS"  # unpickled as the one instance (tested by identity)
+
 
 STRUCT_DEFAULTS = _StructDefaults()
 
