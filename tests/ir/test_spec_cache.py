@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from arrowkafka import api
-from arrowkafka.ir import MessageSpec, load_folders
+from arrowkafka.ir import STRUCT_DEFAULTS, MessageSpec, load_folders
 
-NAMES = ("MetadataRequest", "MetadataResponse", "FetchResponse", "ProduceRequest", "ApiVersionsRequest")
+NAMES = ("MetadataRequest", "MetadataResponse", "FetchRequest", "FetchResponse", "ProduceRequest")
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -53,6 +53,9 @@ def test_read_back_alike(tmp_path: Path, cache: Path, monkeypatch: pytest.Monkey
     again = api.cached_folder(folder)
     assert _plain(again) == _plain(parsed) == _plain(load_folders([folder]))
     assert api.SpecSet(again).revision == api.SpecSet(parsed).revision
+    # the default of a non-nullable struct is one object, which the decoder tests by identity
+    (state,) = [f for f in again["FetchRequest"].root.fields if f.name == "ReplicaState"]
+    assert state.default is STRUCT_DEFAULTS
 
 
 def test_a_changed_spec_is_parsed_afresh(tmp_path: Path, cache: Path) -> None:
@@ -81,3 +84,14 @@ def test_a_cache_folder_that_cannot_be_made(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("ARROWKAFKA_CACHE_DIR", str(root))
     folder = _folder(tmp_path)
     assert sorted(api.cached_folder(folder)) == sorted(NAMES)
+
+
+def test_no_home_folder_to_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container run as a user the system does not know, with no HOME: parsed each time."""
+    monkeypatch.delenv("ARROWKAFKA_CACHE_DIR", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert sorted(api.cached_folder(_folder(tmp_path))) == sorted(NAMES)
