@@ -108,16 +108,38 @@ def portable_type(t: pa.DataType) -> pa.DataType:
 
 def portable_table(table: pa.Table) -> pa.Table:
     """``table`` in ``portable_type``s (the same table when nothing changes); nanoseconds past
-    the microsecond are dropped (``_latency_ns`` columns keep them)."""
-    schema = pa.schema(
-        [f.with_type(portable_type(f.type)) for f in table.schema], metadata=table.schema.metadata
-    )
-    if schema.equals(table.schema):
+    the microsecond are dropped (``_latency_ns`` columns keep them). Only the columns whose
+    type changes are cast (a job writes the same few schemas again and again: each one's
+    portable schema is worked out once)."""
+    schema = _portable_schema(table.schema)
+    if schema is None:
         return table
-    for i, f in enumerate(table.schema):  # (a record's timestamps are top-level columns)
-        if pa.types.is_timestamp(f.type) and f.type.unit in _PER_MICRO:
-            table = table.set_column(i, f, _in_micros(table.column(i), _PER_MICRO[f.type.unit]))
-    return table.cast(schema, safe=False)
+    columns = table.columns
+    for i, (f, g) in enumerate(zip(table.schema, schema, strict=True)):
+        if f.type == g.type:
+            continue
+        column = columns[i]
+        if pa.types.is_timestamp(f.type) and f.type.unit in _PER_MICRO:  # (top-level columns only)
+            column = _in_micros(column, _PER_MICRO[f.type.unit])
+        columns[i] = column.cast(g.type, safe=False)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+_PORTABLE: dict[pa.Schema, tuple[pa.Schema, pa.Schema | None]] = {}
+
+
+def _portable_schema(schema: pa.Schema) -> pa.Schema | None:
+    """``schema`` in ``portable_type``s, None where that changes nothing (kept for the schemas
+    seen: a nested message's took 0.3 ms to work out, per table written). (Schemas compare
+    without their metadata, which the result carries: a hit is checked with it.)"""
+    seen = _PORTABLE.get(schema)
+    if seen is not None and seen[0].equals(schema, check_metadata=True):
+        return seen[1]
+    if len(_PORTABLE) >= 1024:  # (a bound: a process that sees many schemas works some out again)
+        _PORTABLE.clear()
+    out = pa.schema([f.with_type(portable_type(f.type)) for f in schema], metadata=schema.metadata)
+    _PORTABLE[schema] = (schema, None if out.equals(schema) else out)
+    return _PORTABLE[schema][1]
 
 
 _PER_MICRO = {"s": 1_000_000, "ms": 1_000}
