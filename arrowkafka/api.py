@@ -287,24 +287,28 @@ def cached_folder(folder: Path) -> dict[str, MessageSpec]:
     key = hashlib.sha256(f"{sys.version_info[:2]}\0{folder}\0".encode())
     for path in [*sorted(Path(str(ir.__file__)).parent.glob("*.py")), *spec_files(folder)]:
         key.update(f"{path}\0".encode() + path.read_bytes())
-    try:  # (no home folder to name: RuntimeError, as in a container run as an unknown user)
-        cached = cache_root() / "specs" / f"{key.hexdigest()[:32]}.pickle"
-        with open(cached, "rb") as f:
-            specs = pickle.load(f)
-        if isinstance(specs, dict) and all(isinstance(v, MessageSpec) for v in specs.values()):
-            return specs
-    except Exception:  # (none yet, or not whole: unpickling raises many kinds)
-        pass
-    specs = load_folders([folder])
-    with contextlib.suppress(OSError, RuntimeError):  # (a read-only home: parsed each time)
-        cached = cache_root() / "specs" / f"{key.hexdigest()[:32]}.pickle"
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, part = tempfile.mkstemp(dir=cached.parent, suffix=".part")  # (processes, threads may race)
+    try:
+        cached: Path | None = cache_root() / "specs" / f"{key.hexdigest()[:32]}.pickle"
+    except RuntimeError:  # no home folder to name (a container run as an unknown user)
+        cached = None
+    if cached is not None:
         try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(specs, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(part, cached)  # (whole or not there)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(part)  # (left only where the replace failed)
+            with open(cached, "rb") as f:
+                specs = pickle.load(f)
+            if isinstance(specs, dict) and all(isinstance(v, MessageSpec) for v in specs.values()):
+                return specs
+        except Exception:  # (none yet, or not whole: unpickling raises many kinds)
+            pass
+    specs = load_folders([folder])
+    if cached is not None:
+        with contextlib.suppress(OSError):  # (a read-only home: parsed each time)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            fd, part = tempfile.mkstemp(dir=cached.parent, suffix=".part")  # (processes, threads may race)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump(specs, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(part, cached)  # (whole or not there)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(part)  # (left only where the replace failed)
     return specs
