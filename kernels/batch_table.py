@@ -9,8 +9,8 @@ bitmaps, and the two string columns. The same rules as numpy expressions took 0.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .jit import njit
 from .records import (
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,

@@ -9,7 +9,8 @@ columnar path must give what they give. Every read is checked against the buffer
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 # parse_packets kinds: one per PacketStats count, plus "let the Python parser decide"
 K_TCP, K_NON_IP, K_NON_TCP, K_FRAGMENT, K_UNKNOWN_LINK, K_MALFORMED, K_PYTHON = 0, 1, 2, 3, 4, 5, 6

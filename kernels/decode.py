@@ -35,7 +35,6 @@ defaults written instead.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .hints import message_ahead
 from .isa import (
@@ -85,6 +84,7 @@ from .isa import (
     VARBIN,
     write_status,
 )
+from .jit import njit
 from .memory import copy_bytes
 from .memory import raw as bare  # (``raw`` is a local name in run)
 

@@ -30,7 +30,6 @@ indices, ..., FIXED_RUN row), the decoder's layout, so the same code names the f
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .isa import (
     E_LONG_STRING,
@@ -64,6 +63,7 @@ from .isa import (
     VARBIN,
     write_status,
 )
+from .jit import njit
 from .memory import copy_bytes
 
 _write_status = njit(inline="always")(write_status)
@@ -124,8 +124,8 @@ def _put_be_plain(out, pos, v, nbytes):
             v >>= 8
 
 
-if not njit.__module__.startswith("numba"):  # (tiers.py runs this file with a stand-in njit)
-    _put_be = _put_be_plain  # type: ignore[assignment]
+if njit.__module__.endswith(".tiers"):  # (tiers.py runs this file with its stand-in njit)
+    _put_be = _put_be_plain
 
 
 @njit(inline="always")

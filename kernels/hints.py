@@ -9,10 +9,11 @@ plain-Python tier, ``NUMBA_DISABLE_JIT=1``) the prefetches do nothing.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import config, njit, types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .jit import njit
 from .memory import data_pointer
 
 __all__ = [

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
+from .jit import njit
 from .memory import data_pointer
 
 LZ4_MAGIC = 0x184D2204

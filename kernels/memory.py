@@ -15,11 +15,12 @@ third of the record walk's time, 200-byte records: 45-60 ns a record before, 16-
 
 from __future__ import annotations
 
-from numba import config, njit, types
+from numba import config, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+from .jit import njit
 from .tiers import copy_bytes_py, raw_py
 
 __all__ = ["copy_bytes", "memcpy", "raw"]

@@ -39,13 +39,14 @@ import platform
 
 import numpy as np
 from llvmlite import ir
-from numba import config, njit, types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .decode import _be, _signed, _utf8_ok, _uvarint_inline
 from .hints import prefetch
 from .isa import E_TRUNCATED, OK
+from .jit import njit
 from .memory import copy_bytes, raw
 
 # ---- one int64 row of ``hdr`` per column; ``hdr[H_X, b]`` is column X of batch b ----

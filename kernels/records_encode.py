@@ -22,9 +22,10 @@ entries of ``hdrs`` (a tuple of int64 arrays, one per field ``H_*``) from ``R_HE
 from __future__ import annotations
 
 import numpy as np
-from numba import config, njit
+from numba import config
 
 from .encode import _put_uv, _uvlen, _zigzag
+from .jit import njit
 from .memory import memcpy, raw
 from .records import (
     AT_LENGTH,

@@ -49,7 +49,7 @@ def copy_bytes_py(src: Any, pos: int, n: int, dst: Any, at: int) -> None:
 def _pure_module(name: str) -> types.ModuleType:
     if name not in _pure:
         path = Path(__file__).with_name(f"{name}.py")
-        source = path.read_text().replace("from numba import njit\n", "njit = _identity\n", 1)
+        source = path.read_text().replace("from .jit import njit\n", "njit = _identity\n", 1)
         # hints to the CPU are Numba intrinsics: nothing to do in Python
         source = source.replace("from .hints import message_ahead\n", "message_ahead = _no_hint\n", 1)
         source = source.replace("from .memory import copy_bytes\n", "copy_bytes = copy_bytes_py\n", 1)
