@@ -5,6 +5,7 @@ when compiled, and anything unexpected on the way falls back to Numba's own load
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +35,14 @@ import numpy as np
 import tiny
 got = int(tiny.total(np.arange(1000, dtype=np.int64)))
 stats = tiny.total.stats
-print(json.dumps({{"got": got, "hits": sum(stats.cache_hits.values()),
-                  "misses": sum(stats.cache_misses.values()),
-                  "cache": type(tiny.total._cache).__name__,
-                  "registries": "numba.np.linalg" in sys.modules}}))
+out = {{"got": got, "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
+       "cache": type(tiny.total._cache).__name__, "registries": "numba.np.linalg" in sys.modules}}
+# the same process afterwards: new argument types compile (Numba loads its registries then), and
+# a function compiled now calls the loaded kernel
+from numba import njit
+out["int32"] = int(tiny.total(np.arange(10, dtype=np.int32)))
+out["caller"] = int(njit(lambda a: tiny.total(a) + np.sort(a)[0])(np.arange(5, 0, -1, dtype=np.int64)))
+print(json.dumps(out))
 """
 
 # the first load from the cache fails once in an unexpected way: Numba's own loading follows
@@ -67,17 +72,41 @@ def _run(tmp_path: Path, before: str = "") -> dict[str, object]:
 
 def test_a_cached_kernel_loads_without_the_registries(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(KERNEL)
+    later = {"int32": 45, "caller": 16}
     first = _run(tmp_path)  # an empty cache: Numba compiles (its registries come with it)
-    assert first == {"got": 499500, "hits": 0, "misses": 1, "cache": "_QuickLoad", "registries": True}
+    assert first == {
+        "got": 499500,
+        "hits": 0,
+        "misses": 1,
+        "cache": "_QuickLoad",
+        "registries": True,
+        **later,
+    }
     second = _run(tmp_path)
-    assert second == {"got": 499500, "hits": 1, "misses": 0, "cache": "_QuickLoad", "registries": False}
+    assert second == {
+        "got": 499500,
+        "hits": 1,
+        "misses": 0,
+        "cache": "_QuickLoad",
+        "registries": False,
+        **later,
+    }
     # a load that fails unexpectedly: Numba's own way (refresh, load) still takes it from the cache
     third = _run(tmp_path, FAIL_ONCE)
-    assert third == {"got": 499500, "hits": 1, "misses": 0, "cache": "_QuickLoad", "registries": True}
+    assert third == {
+        "got": 499500,
+        "hits": 1,
+        "misses": 0,
+        "cache": "_QuickLoad",
+        "registries": True,
+        **later,
+    }
 
 
-MODULES = ["batch_table", "capture", "decode", "encode", "hints", "lz4", "memory", "records"]
-MODULES += ["records_encode"]
+# every module of the kernels folder that imports Numba (isa and tiers do not; jit is the wrapper)
+MODULES = sorted(
+    p.stem for p in (ROOT / "kernels").glob("*.py") if p.stem not in ("__init__", "isa", "jit", "tiers")
+)
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -109,3 +138,38 @@ def test_generated_kernels_load_the_quick_way() -> None:
     plan = compile_plan(ak.load_specs()["ApiVersionsRequest"], 3)
     for fast in (gen_decode.generated_decoder(plan), gen_encode.generated_encoder(plan)):
         assert type(fast._cache) is _QuickLoad
+
+
+def test_no_kernel_source_takes_numbas_own_njit() -> None:
+    """What the module check above cannot see (a kernel made inside a function, a generated
+    module's header): no source of the kernels or their generators names Numba's ``njit``."""
+    sources = [*(ROOT / "kernels").glob("*.py"), *(ROOT / "arrowkafka" / "codegen").glob("*.py")]
+    assert len(sources) > 10
+    for path in sources:
+        if path.name != "jit.py":
+            assert not re.search(r"from numba import [^\n]*\bnjit\b|numba\.njit", path.read_text()), path
+
+
+SAMPLE_RUN = """
+import json, sys
+from arrowkafka import cli
+from arrowkafka.kernels import capture, decode, records
+assert cli.main(["sample", "-o", {out!r}]) == 0
+hits = sum(sum(f.stats.cache_hits.values()) for m in (capture, decode, records) for f in vars(m).values()
+           if hasattr(f, "stats"))
+print(json.dumps({{"hits": hits, "registries": "numba.np.linalg" in sys.modules}}))
+"""
+
+
+def test_the_real_kernels_load_without_the_registries(tmp_path: Path) -> None:
+    """A capture decoded in a new process (the capture, message and record kernels), once the
+    kernels are in Numba's cache: they come from it, and Numba's registries stay unloaded."""
+    import json
+
+    runs = []
+    for i in range(2):  # the first may compile what the cache lacks
+        code = SAMPLE_RUN.format(out=str(tmp_path / f"out{i}"))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[1]["hits"] >= 3 and runs[1]["registries"] is False, runs
