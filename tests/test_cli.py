@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -231,15 +232,30 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("after", [0.3, 1.5])
 def test_an_interrupted_decode_says_so(tmp_path: Path, after: float) -> None:
-    # the sample 30 times: seconds of work, so the interrupt lands inside the run (loading the
-    # specs, compiling or decoding) however fast the machine; Ctrl-C as a terminal sends it to
-    # a child whose SIGINT is not ignored (a test run in the background inherits it ignored)
-    proc = subprocess.Popen(
-        [str(COMMAND), "decode", *[str(SAMPLE)] * 30, "-o", str(tmp_path / "out")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    time.sleep(after)
+    # the sample under many names (one path given twice is read once): seconds of work, so the
+    # interrupt lands inside the run (loading the specs, compiling or decoding); where a run
+    # ends before it all the same, again with four times as many. Ctrl-C as a terminal sends it
+    # to a child whose SIGINT is not ignored (a test run in the background inherits it ignored)
+    names: list[str] = []
+    while True:
+        for i in range(len(names), max(40, 4 * len(names))):
+            name = tmp_path / "in" / f"sample{i}.pcap"
+            name.parent.mkdir(exist_ok=True)
+            try:
+                os.link(SAMPLE, name)
+            except OSError:  # (another file system)
+                shutil.copyfile(SAMPLE, name)
+            names.append(str(name))
+        proc = subprocess.Popen(
+            [str(COMMAND), "decode", *names, "-o", str(tmp_path / f"out{len(names)}")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        time.sleep(after)
+        if proc.poll() is None:
+            break
+        proc.communicate()
+        assert len(names) < 2000, "the decode always ended before the interrupt"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and err.endswith("arrowkafka: interrupted\n") and "Traceback" not in err, (
