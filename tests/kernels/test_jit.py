@@ -5,10 +5,12 @@ when compiled, and anything unexpected on the way falls back to Numba's own load
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,48 +61,31 @@ FunctionCache._load_overload = once
 """
 
 
-def _run(tmp_path: Path, before: str = "") -> dict[str, object]:
-    import json
-
-    env = {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    env["PYTHONPATH"] = f"{tmp_path}:{ROOT}"
-    code = RUN.format(before=before)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+def _child(code: str, env: dict[str, str] | None = None, timeout: float = 1200) -> dict[str, Any]:
+    """What a new Python process running ``code`` printed last, as JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _run(tmp_path: Path, before: str = "") -> dict[str, Any]:
+    env = {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env["PYTHONPATH"] = f"{tmp_path}:{ROOT}"
+    return _child(RUN.format(before=before), env, timeout=300)
+
+
 def test_a_cached_kernel_loads_without_the_registries(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(KERNEL)
-    later = {"int32": 45, "caller": 16}
+    same = {"got": 499500, "cache": "_QuickLoad", "int32": 45, "caller": 16}
     first = _run(tmp_path)  # an empty cache: Numba compiles (its registries come with it)
-    assert first == {
-        "got": 499500,
-        "hits": 0,
-        "misses": 1,
-        "cache": "_QuickLoad",
-        "registries": True,
-        **later,
-    }
+    assert first == {**same, "hits": 0, "misses": 1, "registries": True}
     second = _run(tmp_path)
-    assert second == {
-        "got": 499500,
-        "hits": 1,
-        "misses": 0,
-        "cache": "_QuickLoad",
-        "registries": False,
-        **later,
-    }
+    assert second == {**same, "hits": 1, "misses": 0, "registries": False}
     # a load that fails unexpectedly: Numba's own way (refresh, load) still takes it from the cache
     third = _run(tmp_path, FAIL_ONCE)
-    assert third == {
-        "got": 499500,
-        "hits": 1,
-        "misses": 0,
-        "cache": "_QuickLoad",
-        "registries": True,
-        **later,
-    }
+    assert third == {**same, "hits": 1, "misses": 0, "registries": True}
 
 
 # every module of the kernels folder that imports Numba (isa and tiers do not; jit is the wrapper)
@@ -164,12 +149,6 @@ print(json.dumps({{"hits": hits, "registries": "numba.np.linalg" in sys.modules}
 def test_the_real_kernels_load_without_the_registries(tmp_path: Path) -> None:
     """A capture decoded in a new process (the capture, message and record kernels), once the
     kernels are in Numba's cache: they come from it, and Numba's registries stay unloaded."""
-    import json
-
-    runs = []
-    for i in range(2):  # the first may compile what the cache lacks
-        code = SAMPLE_RUN.format(out=str(tmp_path / f"out{i}"))
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1200)
-        assert done.returncode == 0, done.stderr[-3000:]
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    # the first may compile what the cache lacks
+    runs = [_child(SAMPLE_RUN.format(out=str(tmp_path / f"out{i}"))) for i in range(2)]
     assert runs[1]["hits"] >= 3 and runs[1]["registries"] is False, runs
