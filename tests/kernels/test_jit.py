@@ -1,6 +1,7 @@
 """``kernels/jit.py``: a kernel taken from Numba's cache loads without Numba's compiler
-registries (numpy's linear algebra and the rest, 0.2-0.5 s a process), gives what it gave
-when compiled, and anything unexpected on the way falls back to Numba's own loading."""
+registries (numpy's linear algebra and the rest, 0.2-0.5 s a process) and without parsing its
+IR until a compile links it in, gives what it gave when compiled, and anything unexpected on
+the way falls back to Numba's own loading."""
 
 from __future__ import annotations
 
@@ -39,11 +40,15 @@ got = int(tiny.total(np.arange(1000, dtype=np.int64)))
 stats = tiny.total.stats
 out = {{"got": got, "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
        "cache": type(tiny.total._cache).__name__, "registries": "numba.np.linalg" in sys.modules}}
+library = next(iter(tiny.total.overloads.values())).library
+out["library"] = type(library).__name__
+out["ir_parsed"] = library._shared_module is not None
 # the same process afterwards: new argument types compile (Numba loads its registries then), and
-# a function compiled now calls the loaded kernel
+# a function compiled now calls the loaded kernel (its IR is parsed then, to link it in)
 from numba import njit
 out["int32"] = int(tiny.total(np.arange(10, dtype=np.int32)))
 out["caller"] = int(njit(lambda a: tiny.total(a) + np.sort(a)[0])(np.arange(5, 0, -1, dtype=np.int64)))
+out["ir_parsed_for_the_caller"] = library._shared_module is not None
 print(json.dumps(out))
 """
 
@@ -58,6 +63,12 @@ def once(self, sig, ctx):
         raise RuntimeError("a damaged cache entry")
     return real(self, sig, ctx)
 FunctionCache._load_overload = once
+"""
+
+# an object file the quick load cannot read the names of (another format): Numba's unserialize
+NOT_ELF = """
+from arrowkafka.kernels import jit
+jit._defined_symbols = lambda obj: None
 """
 
 
@@ -78,14 +89,19 @@ def _run(tmp_path: Path, before: str = "") -> dict[str, Any]:
 
 def test_a_cached_kernel_loads_without_the_registries(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(KERNEL)
-    same = {"got": 499500, "cache": "_QuickLoad", "int32": 45, "caller": 16}
+    same = {"got": 499500, "cache": "_QuickLoad", "int32": 45, "caller": 16, "ir_parsed_for_the_caller": True}
+    numbas = {"library": "JITCodeLibrary", "ir_parsed": True}  # what Numba's compile or load makes
     first = _run(tmp_path)  # an empty cache: Numba compiles (its registries come with it)
-    assert first == {**same, "hits": 0, "misses": 1, "registries": True}
+    assert first == {**same, **numbas, "hits": 0, "misses": 1, "registries": True}
     second = _run(tmp_path)
-    assert second == {**same, "hits": 1, "misses": 0, "registries": False}
+    quick = {"library": "_LinkedLater", "ir_parsed": False}
+    assert second == {**same, **quick, "hits": 1, "misses": 0, "registries": False}
     # a load that fails unexpectedly: Numba's own way (refresh, load) still takes it from the cache
     third = _run(tmp_path, FAIL_ONCE)
-    assert third == {**same, "hits": 1, "misses": 0, "registries": True}
+    assert third == {**same, **numbas, "hits": 1, "misses": 0, "registries": True}
+    # no names from the object file: Numba's unserialize, still without the registries
+    fourth = _run(tmp_path, NOT_ELF)
+    assert fourth == {**same, **numbas, "hits": 1, "misses": 0, "registries": False}
 
 
 # every module of the kernels folder that imports Numba (isa and tiers do not; jit is the wrapper)
@@ -137,18 +153,42 @@ def test_no_kernel_source_takes_numbas_own_njit() -> None:
 
 SAMPLE_RUN = """
 import json, sys
+import llvmlite.binding as ll
+import arrowkafka as ak
 from arrowkafka import cli
-from arrowkafka.kernels import capture, decode, records
+from arrowkafka.kernels import capture, decode, jit, records
+
+# every kernel loaded: the names read from its object file are those Numba takes from its IR
+same = []
+quick = jit._unserialize
+def checked(codegen, state):
+    ir = ll.parse_bitcode(state[2][1])
+    names = {{g.name for gs in (ir.functions, ir.global_variables) for g in gs if not g.is_declaration}}
+    same.append(len(names) > 5 and names == jit._defined_symbols(state[2][0]))
+    return quick(codegen, state)
+jit._unserialize = checked
+
 assert cli.main(["sample", "-o", {out!r}]) == 0
-hits = sum(sum(f.stats.cache_hits.values()) for m in (capture, decode, records) for f in vars(m).values()
-           if hasattr(f, "stats"))
-print(json.dumps({{"hits": hits, "registries": "numba.np.linalg" in sys.modules}}))
+kernels = [f for m in (capture, decode, records) for f in vars(m).values() if hasattr(f, "stats")]
+hits = sum(sum(f.stats.cache_hits.values()) for f in kernels)
+libraries = [cres.library for f in kernels for cres in f.overloads.values()]
+unparsed = sum(type(lib).__name__ == "_LinkedLater" and lib._shared_module is None for lib in libraries)
+# and a kernel generated for a plan
+body = b"\\x02a\\x02b\\x00"  # client software name "a", version "b", no tagged fields
+again = ak.encode(ak.decode([body], "ApiVersionsRequest", 3), "ApiVersionsRequest", 3, kernel="specialised")
+print(json.dumps({{"hits": hits, "unparsed": unparsed, "registries": "numba.np.linalg" in sys.modules,
+                  "same": same, "round_trip": again.to_pylist() == [body]}}))
 """
 
 
 def test_the_real_kernels_load_without_the_registries(tmp_path: Path) -> None:
     """A capture decoded in a new process (the capture, message and record kernels), once the
-    kernels are in Numba's cache: they come from it, and Numba's registries stay unloaded."""
+    kernels are in Numba's cache: they come from it, Numba's registries stay unloaded, no
+    kernel's IR is parsed, and the names each defines, read from its object file, are those
+    its IR gives (a generated kernel's too)."""
     # the first may compile what the cache lacks
     runs = [_child(SAMPLE_RUN.format(out=str(tmp_path / f"out{i}"))) for i in range(2)]
-    assert runs[1]["hits"] >= 3 and runs[1]["registries"] is False, runs
+    last = runs[1]
+    assert last["hits"] >= 3 and last["unparsed"] == last["hits"] and last["registries"] is False, runs
+    assert len(last["same"]) > last["hits"] and all(last["same"]), runs  # (the generated encoder's too)
+    assert last["round_trip"] is True
