@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
+from .memory import zeros
 from .records import (
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
@@ -141,8 +142,8 @@ def batch_columns(hdr, kind, slot, out8, out4, out2, out1, bits, valid, whole, s
     ``bits`` and ``valid`` come zeroed; ``str_offsets`` with room for one more than the
     batches; ``names`` the packed names the string columns index."""
     nb = hdr.shape[1]
-    v = np.zeros(NC, np.int64)
-    ok = np.zeros(NC, np.bool_)
+    v = zeros(NC, np.int64)
+    ok = zeros(NC, np.bool_)
     whole[:] = 1
     for s in range(str_offsets.shape[0]):
         str_offsets[s, 0] = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
+from .memory import copy_bytes
 
 # parse_packets kinds: one per PacketStats count, plus "let the Python parser decide"
 K_TCP, K_NON_IP, K_NON_TCP, K_FRAGMENT, K_UNKNOWN_LINK, K_MALFORMED, K_PYTHON = 0, 1, 2, 3, 4, 5, 6
@@ -36,6 +37,16 @@ def _u32(b, p, big):
     return (
         (np.int64(b[p + 3]) << 24) | (np.int64(b[p + 2]) << 16) | (np.int64(b[p + 1]) << 8) | np.int64(b[p])
     )
+
+
+@njit(cache=True, nogil=True)
+def _ipv6_extension(nxt):
+    """An IPv6 next header that is an extension header (comparisons: ``in`` on a tuple loads
+    Numba's list module into every process that loads this kernel)."""
+    return (
+        nxt == 0 or nxt == 43 or nxt == 60 or nxt == 135 or nxt == 139
+        or nxt == 140 or nxt == 253 or nxt == 254 or nxt == 44 or nxt == 51
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -159,8 +170,7 @@ def parse_packets(
             nxt = buf[a + off + 6]
             if nxt != 6:
                 # extension headers are the Python parser's; anything else carries no TCP
-                ext = nxt in (0, 43, 60, 135, 139, 140, 253, 254, 44, 51)
-                kind[i] = K_PYTHON if ext else K_NON_TCP
+                kind[i] = K_PYTHON if _ipv6_extension(nxt) else K_NON_TCP
                 continue
             for j in range(16):
                 addr[i, j] = buf[a + off + 8 + j]
@@ -205,12 +215,15 @@ def _hash(row):
 
 @njit(cache=True, nogil=True)
 def _flip(row, out):
-    """The other direction of a flow key: src ip (16), dst ip (16), ip version, sport, dport."""
-    out[0:16] = row[16:32]
-    out[16:32] = row[0:16]
+    """The other direction of a flow key: src ip (16), dst ip (16), ip version, sport, dport.
+    (Loops: a slice assignment loads Numba's array module into every process that loads it.)"""
+    for j in range(16):
+        out[j] = row[16 + j]
+        out[16 + j] = row[j]
     out[32] = row[32]
-    out[33:35] = row[35:37]
-    out[35:37] = row[33:35]
+    for j in range(2):
+        out[33 + j] = row[35 + j]
+        out[35 + j] = row[33 + j]
 
 
 @njit(cache=True, nogil=True)
@@ -246,7 +259,8 @@ def flow_ids(addr, segs, table, keys, hashes, count, flow_of):
             f = count[0]
             if f == len(keys) or 2 * f >= len(table):
                 return k
-            keys[f] = row
+            for j in range(keys.shape[1]):  # (an array assignment loads Numba's array module)
+                keys[f, j] = row[j]
             hashes[f] = h
             table[slot] = f
             count[0] = f + 1
@@ -263,9 +277,10 @@ def rehash(table, keys, hashes, count):
 
 
 @njit(cache=True, nogil=True)
-def flow_reverse(table, keys, hashes, count, reverse):
-    """``reverse[f]``: the flow of the other direction of flow f, -1 if it was never seen."""
-    back = np.empty(keys.shape[1], np.uint8)
+def flow_reverse(table, keys, hashes, count, reverse, back):
+    """``reverse[f]``: the flow of the other direction of flow f, -1 if it was never seen.
+    ``back``: room for one key (the caller's: ``np.empty`` here loads Numba's array module
+    into every process that loads this kernel)."""
     for f in range(count):
         _flip(keys[f], back)
         _, reverse[f] = _find(table, keys, hashes, back, _hash(back))
@@ -353,17 +368,19 @@ def census(segs, flow_of, buf, seq, flags, pay_off, pay_len, wire_len, min_size,
 def assemble(buf, order, lstart, carry, carry_off, carry_len, pay_off, pay_len, out_start, out, seg_pos):
     """Per local flow j: its carried bytes, then the new payload bytes (``pay_len`` at
     ``pay_off``) of its segments ``order[lstart[j] : lstart[j + 1]]``, into ``out`` from
-    ``out_start[j]``; ``seg_pos[k]`` is where segment ``order[k]``'s bytes went."""
+    ``out_start[j]``; ``seg_pos[k]`` is where segment ``order[k]``'s bytes went. The caller
+    sized ``out`` and ``carry`` from these lengths, and ``parse_packets`` kept each payload
+    inside its packet."""
     for j in range(len(lstart) - 1):
         p = out_start[j]
         c = carry_len[j]
-        out[p : p + c] = carry[carry_off[j] : carry_off[j] + c]
+        copy_bytes(carry, carry_off[j], c, out, p)
         p += c
         for k in range(lstart[j], lstart[j + 1]):
             s = order[k]
             m = pay_len[s]
             seg_pos[k] = p
-            out[p : p + m] = buf[pay_off[s] : pay_off[s] + m]
+            copy_bytes(buf, pay_off[s], m, out, p)
             p += m
 
 
@@ -524,5 +541,7 @@ def gather(data, starts, ends, out):
     p = 0
     for i in range(len(starts)):
         m = ends[i] - starts[i]
-        out[p : p + m] = data[starts[i] : ends[i]]
+        if starts[i] < 0 or m < 0 or ends[i] > len(data) or p + m > len(out):
+            raise IndexError("gather: a range outside its arrays")  # (the callers' ranges never are)
+        copy_bytes(data, starts[i], m, out, p)
         p += m

@@ -85,7 +85,7 @@ from .isa import (
     write_status,
 )
 from .jit import njit
-from .memory import copy_bytes
+from .memory import copy_bytes, zeros
 from .memory import raw as bare  # (``raw`` is a local name in run)
 
 _write_status = njit(inline="always")(write_status)
@@ -321,9 +321,9 @@ def run(
     data_p, starts_p, ends_p, const_bytes_p = bare(data), bare(starts), bare(ends), bare(const_bytes)
     a8_p, a16_p, a32_p, a64_p, bytes_out_p = bare(a8), bare(a16), bare(a32), bare(a64), bare(bytes_out)
     nnodes = counts.shape[0]
-    stack = np.zeros((max_depth, 5), dtype=np.int64)
-    snap_counts = np.zeros(nnodes, dtype=np.int64)
-    snap_dcounts = np.zeros(nnodes, dtype=np.int64)
+    stack = zeros((max_depth, 5), np.int64)
+    snap_counts = zeros(nnodes, np.int64)
+    snap_dcounts = zeros(nnodes, np.int64)
     i = first
     while i < last:
         message_ahead(data_p, starts_p, ends_p, i, last)

@@ -64,7 +64,7 @@ from .isa import (
     write_status,
 )
 from .jit import njit
-from .memory import copy_bytes
+from .memory import copy_bytes, zeros
 
 _write_status = njit(inline="always")(write_status)
 
@@ -252,8 +252,8 @@ def run(
     """Encode rows ``first..last-1`` (see the module docstring). Returns 0, or the error code
     of the first failure (pass 1 only: pass 2 meets no input pass 1 did not check)."""
     nnodes = owner.shape[0]
-    cur = np.zeros(nnodes, dtype=np.int64)
-    stack = np.zeros((max_depth, 6), dtype=np.int64)
+    cur = zeros(nnodes, np.int64)
+    stack = zeros((max_depth, 6), np.int64)
     ci = cache_at[0]
     i = first
     while i < last:

@@ -7,6 +7,10 @@ the generated kernel and ProduceRequest v9 at 2.1 GB/s on the interpreter; with 
 kernels. Where the kernels run as Python (``NUMBA_DISABLE_JIT=1``; the plain-Python tier,
 ``tiers.py``), numpy's slice copy, bounds checked.
 
+``zeros`` is ``np.zeros`` for a kernel's scratch arrays: Numba's own ``np.zeros`` is a function
+of Numba's array module with an environment there, so every process that loads a kernel using
+it from the cache imports that module first (about 100 ms, most of a cached kernel's load).
+
 ``raw`` turns an array into a bare pointer for the helpers a kernel calls per record or per
 value: Numba counts a reference, atomically, each time an array is handed to a function, even
 one it inlines, and where its pruning pass cannot pair the counts up they stay in the loop (a
@@ -15,6 +19,7 @@ third of the record walk's time, 200-byte records: 45-60 ns a record before, 16-
 
 from __future__ import annotations
 
+import numpy as np
 from numba import config, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
@@ -23,7 +28,7 @@ from numba.extending import intrinsic
 from .jit import njit
 from .tiers import copy_bytes_py, raw_py
 
-__all__ = ["copy_bytes", "memcpy", "raw"]
+__all__ = ["copy_bytes", "memcpy", "raw", "zeros"]
 
 
 @intrinsic
@@ -61,15 +66,64 @@ def _raw(typingctx, arr):
     return sig, codegen
 
 
+@intrinsic
+def _zeros(typingctx, shape, dtype):
+    """A new zeroed C-order array of ``shape`` (an integer, or a tuple of them) and ``dtype``
+    (``np.int64``, ...). Sizes are the caller's and not checked: small, never negative."""
+    if isinstance(shape, types.Integer):
+        ndim = 1
+    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        ndim = len(shape)
+    else:
+        raise TypingError(f"zeros takes an integer or a tuple of them, not {shape}")
+    if not isinstance(dtype, types.NumberClass):
+        raise TypingError(f"zeros takes a numpy scalar type, not {dtype}")
+    array = types.Array(dtype.instance_type, ndim, "C")
+
+    def codegen(context, builder, signature, args):
+        from numba.np.arrayobj import populate_array  # (compiling: Numba's registries are loaded)
+
+        intp = context.get_value_type(types.intp)
+        if ndim == 1:
+            dims = [context.cast(builder, args[0], shape, types.intp)]
+        else:
+            parts = zip(cgutils.unpack_tuple(builder, args[0]), shape, strict=True)
+            dims = [context.cast(builder, d, t, types.intp) for d, t in parts]
+        data_type = context.get_data_type(array.dtype)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data_type))
+        strides = [itemsize]
+        for d in reversed(dims[1:]):
+            strides.insert(0, builder.mul(strides[0], d))
+        size = builder.mul(strides[0], dims[0])
+        align = context.get_preferred_array_alignment(array.dtype)
+        meminfo = context.nrt.meminfo_alloc_aligned(builder, size, align)  # (a MemoryError if none)
+        data = context.nrt.meminfo_data(builder, meminfo)
+        cgutils.memset(builder, data, size, 0)
+        out = context.make_array(array)(context, builder)
+        populate_array(
+            out,
+            data=builder.bitcast(data, data_type.as_pointer()),
+            shape=cgutils.pack_array(builder, dims, ty=intp),
+            strides=cgutils.pack_array(builder, strides, ty=intp),
+            itemsize=itemsize,
+            meminfo=meminfo,
+        )
+        return out._getvalue()
+
+    return array(shape, dtype), codegen
+
+
 if getattr(config, "DISABLE_JIT", False):
     copy_bytes = copy_bytes_py
     raw = raw_py
+    zeros = np.zeros
 
 else:
     # arr's data as a bare pointer, indexed as arr is but with no negative indices (the caller
     # checks bounds, as for every read), and no reference count (see above): valid while arr
     # is, which the caller holds. The intrinsic itself: a function around it takes the array.
     raw = _raw  # type: ignore[assignment]
+    zeros = _zeros  # type: ignore[assignment]
 
     @njit(inline="always")
     def copy_bytes(src, pos, n, dst, at):

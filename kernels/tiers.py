@@ -36,8 +36,9 @@ def _no_hint(*args: Any) -> None:
 
 
 def raw_py(x: Any) -> Any:
-    """``memory.raw`` as Python: the array itself (Numba's bare pointer indexes as it does)."""
-    return x
+    """``memory.raw`` as Python: the array itself, flat as Numba's bare pointer indexes it (a
+    view: a C-order array's ``reshape(-1)`` copies nothing)."""
+    return x if x.ndim == 1 else x.reshape(-1)
 
 
 def copy_bytes_py(src: Any, pos: int, n: int, dst: Any, at: int) -> None:
@@ -52,7 +53,8 @@ def _pure_module(name: str) -> types.ModuleType:
         source = path.read_text().replace("from .jit import njit\n", "njit = _identity\n", 1)
         # hints to the CPU are Numba intrinsics: nothing to do in Python
         source = source.replace("from .hints import message_ahead\n", "message_ahead = _no_hint\n", 1)
-        source = source.replace("from .memory import copy_bytes\n", "copy_bytes = copy_bytes_py\n", 1)
+        copies = "copy_bytes, zeros = copy_bytes_py, np.zeros\n"  # (a Numba intrinsic each)
+        source = source.replace("from .memory import copy_bytes, zeros\n", copies, 1)
         source = source.replace("from .memory import raw as bare", "bare = raw_py", 1)  # (a pointer in Numba)
         module = types.ModuleType(f"{__package__}.{name}_pure")
         module.__file__ = str(path)

@@ -535,12 +535,12 @@ def kernel_source(plan: Plan) -> str:
 # The arrays the generated code hands to its helpers, as bare pointers (``memory.raw``, named
 # ``bare`` there: a varint's code names a local ``raw``): an
 # array handed to a function, even one LLVM inlines, costs two atomic reference counts that
-# Numba's pruning leaves in the loop (Fetch v12 with views: a ninth of the time). ``hops`` is
-# handed flat, ``hops_width`` a node.
+# Numba's pruning leaves in the loop (Fetch v12 with views: a ninth of the time). ``hops`` (2-D,
+# C order) is indexed flat through its pointer, ``hops_width`` a node (not ``reshape``: its
+# environment is in Numba's array module, which a process would import to load the kernel).
 _RAW = ("data", "a8", "a16", "a32", "a64", "bytes_out", "const_bytes", "hops")
 _POINTERS = [
-    "    " + ", ".join(f"{a}_p" for a in _RAW) + " = " + ", ".join(
-        "bare(hops.reshape(-1))" if a == "hops" else f"bare({a})" for a in _RAW),
+    "    " + ", ".join(f"{a}_p" for a in _RAW) + " = " + ", ".join(f"bare({a})" for a in _RAW),
     "    ndata, hops_width = len(data), hops.shape[1]",
 ]  # fmt: skip
 _RAW_NAME = re.compile(r"\b(" + "|".join(_RAW) + r")\b")

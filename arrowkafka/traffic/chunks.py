@@ -389,7 +389,7 @@ class _Flows:
         sport, dport = self.ports_of(slice(0, n))
         fast &= np.isin(dport, self.ports) != np.isin(sport, self.ports)
         reverse = np.empty(n, np.int64)
-        k.flow_reverse(self.table, self.keys, self.hashes, n, reverse)
+        k.flow_reverse(self.table, self.keys, self.hashes, n, reverse, np.empty(self.keys.shape[1], np.uint8))
         fast &= reverse >= 0
         fast &= fast[np.maximum(reverse, 0)]
         to_broker = self.to_broker(slice(0, n))

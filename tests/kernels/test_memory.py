@@ -1,7 +1,8 @@
 """kernels/memory.copy_bytes: the same bytes as a slice copy, compiled and as Python (the
 plain-Python tier's stand-in), at every length and offset around the sizes memcpy switches
 strategy at; nothing outside the target range is touched. ``raw``: a bare pointer that reads
-as its array, for C-contiguous arrays only."""
+as its array, for C-contiguous arrays only. ``zeros``: ``np.zeros`` for 1 and 2 dimensions,
+whose compiled kernels need none of Numba's array module to load."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from arrowkafka.kernels import tiers
-from arrowkafka.kernels.memory import copy_bytes, raw
+from arrowkafka.kernels.memory import copy_bytes, raw, zeros
 
 
 @njit
@@ -41,6 +42,31 @@ def test_copy_bytes_is_a_slice_copy() -> None:
         plain = np.full(4096, 0xAA, np.uint8)
         tiers.copy_bytes_py(src, pos, n, plain, at)
         assert np.array_equal(plain, want), (pos, n, at)
+
+
+@njit
+def _scratch(n, m):
+    a = zeros((n, m), np.int64)
+    b = zeros(n, np.bool_)
+    c = zeros(m, np.uint8)
+    if n and m:
+        a[n - 1, m - 1] = 7  # C order: the last element of the buffer
+    return a, b, c
+
+
+def test_zeros_is_np_zeros() -> None:
+    """Each call a new zeroed array (not a reused one: the first call's results are written to
+    before the second), of the shape, dtype and order asked for."""
+    first = _scratch(3, 5)
+    first[1][:] = True
+    first[2][:] = 9
+    a, b, c = _scratch(3, 5)
+    want = np.zeros((3, 5), np.int64)
+    want[2, 4] = 7
+    assert a.dtype == np.int64 and a.flags.c_contiguous and np.array_equal(a, want)
+    assert b.dtype == np.bool_ and b.shape == (3,) and not b.any()
+    assert c.dtype == np.uint8 and c.shape == (5,) and not c.any()
+    assert _scratch(1, 0)[0].shape == (1, 0)
 
 
 @njit
