@@ -9,7 +9,7 @@ kernels. Where the kernels run as Python (``NUMBA_DISABLE_JIT=1``; the plain-Pyt
 
 ``zeros`` is ``np.zeros`` for a kernel's scratch arrays: Numba's own ``np.zeros`` is a function
 of Numba's array module with an environment there, so every process that loads a kernel using
-it from the cache imports that module first (about 100 ms, most of a cached kernel's load).
+it from the cache imports that module first (35-100 ms in a fresh process).
 
 ``raw`` turns an array into a bare pointer for the helpers a kernel calls per record or per
 value: Numba counts a reference, atomically, each time an array is handed to a function, even

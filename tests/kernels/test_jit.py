@@ -198,5 +198,5 @@ def test_the_real_kernels_load_without_the_registries(tmp_path: Path) -> None:
     last = runs[1]
     assert last["hits"] >= 3 and last["unparsed"] == last["hits"] and last["registries"] is False, runs
     assert last["implementations"] == [], runs
-    assert len(last["same"]) > last["hits"] and all(last["same"]), runs  # (the generated encoder's too)
+    assert len(last["same"]) > last["hits"] and all(last["same"]), runs  # (the generated kernels' too)
     assert last["round_trip"] is True
