@@ -47,12 +47,17 @@ class _QuickLoad(FunctionCache):
             rtsys.initialize(target_context)  # (once per process: the machine code calls it)
             codegen = target_context.codegen()
             # for this load only: Numba loads under its compiler lock, so no other thread's does
+            # (and a load nested in this one, from an import while unpickling, puts back ours)
+            before = codegen.__dict__.get("unserialize_library")
             codegen.unserialize_library = functools.partial(_unserialize, codegen)
             try:
                 with self._guard_against_spurious_io_errors():
                     cres = self._load_overload(sig, target_context)
             finally:
-                del codegen.unserialize_library
+                if before is None:
+                    del codegen.unserialize_library
+                else:
+                    codegen.unserialize_library = before
         except Exception:  # anything unexpected: Numba's own way, below, says what it is
             cres = None
         return cres if cres is not None else super().load_overload(sig, target_context)

@@ -31,6 +31,13 @@ def total(a):
     return s
 """
 
+TWICE = """
+
+@njit(cache=True, nogil=True)
+def twice(a):
+    return 2 * total(a)
+"""
+
 RUN = """
 import json, sys
 import numpy as np
@@ -102,6 +109,37 @@ def test_a_cached_kernel_loads_without_the_registries(tmp_path: Path) -> None:
     # no names from the object file: Numba's unserialize, still without the registries
     fourth = _run(tmp_path, NOT_ELF)
     assert fourth == {**same, **numbas, "hits": 1, "misses": 0, "registries": False}
+
+
+NESTED = """
+import json
+import numpy as np
+from arrowkafka.kernels import jit
+import tiny
+# a load inside a load (as an import while unpickling would make): the inner one's kernel first
+real, inner = jit._unserialize, []
+def nested(codegen, state):
+    if not inner:  # (once: the inner load comes through here too)
+        inner.append(0)
+        inner[0] = int(tiny.twice(np.arange(4, dtype=np.int64)))
+    return real(codegen, state)
+jit._unserialize = nested
+got = int(tiny.total(np.arange(1000, dtype=np.int64)))
+kinds = [type(next(iter(f.overloads.values())).library).__name__ for f in (tiny.total, tiny.twice)]
+print(json.dumps({"got": got, "inner": inner, "libraries": kinds}))
+"""
+
+
+def test_a_load_inside_a_load_stays_quick(tmp_path: Path) -> None:
+    """Loading a kernel while another loads (an import during unpickling can) leaves the outer
+    load the quick way too, not Numba's second load of the same code."""
+    (tmp_path / "tiny.py").write_text(KERNEL + TWICE)
+    env = {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env["PYTHONPATH"] = f"{tmp_path}:{ROOT}"
+    warm = "import numpy as np, tiny; tiny.total(np.arange(3)); tiny.twice(np.arange(3)); print('{}')"
+    _child(warm, env, timeout=300)  # both compiled into the cache
+    got = _child(NESTED, env, timeout=300)
+    assert got == {"got": 499500, "inner": [12], "libraries": ["_LinkedLater", "_LinkedLater"]}
 
 
 # every module of the kernels folder that imports Numba (isa and tiers do not; jit is the wrapper)
