@@ -88,10 +88,14 @@ def _child(code: str, env: dict[str, str] | None = None, timeout: float = 1200) 
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _scratch_env(tmp_path: Path) -> dict[str, str]:
+    """A child's environment: the scratch module ``tiny`` importable, a scratch Numba cache."""
+    cache = str(tmp_path / "numba")
+    return {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": cache, "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+
+
 def _run(tmp_path: Path, before: str = "") -> dict[str, Any]:
-    env = {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    env["PYTHONPATH"] = f"{tmp_path}:{ROOT}"
-    return _child(RUN.format(before=before), env, timeout=300)
+    return _child(RUN.format(before=before), _scratch_env(tmp_path), timeout=300)
 
 
 def test_a_cached_kernel_loads_without_the_registries(tmp_path: Path) -> None:
@@ -134,8 +138,7 @@ def test_a_load_inside_a_load_stays_quick(tmp_path: Path) -> None:
     """Loading a kernel while another loads (an import during unpickling can) leaves the outer
     load the quick way too, not Numba's second load of the same code."""
     (tmp_path / "tiny.py").write_text(KERNEL + TWICE)
-    env = {"PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    env["PYTHONPATH"] = f"{tmp_path}:{ROOT}"
+    env = _scratch_env(tmp_path)
     warm = "import numpy as np, tiny; tiny.total(np.arange(3)); tiny.twice(np.arange(3)); print('{}')"
     _child(warm, env, timeout=300)  # both compiled into the cache
     got = _child(NESTED, env, timeout=300)
