@@ -27,7 +27,11 @@ encode (loading its generated kernel, Numba already running) 75-129 -> 38-58 ms.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import re
 import struct
+import sys
 from typing import Any
 
 import llvmlite.binding as ll
@@ -40,7 +44,11 @@ __all__ = ["njit"]
 
 
 class _QuickLoad(FunctionCache):
-    """A function's cache that loads a kernel without refreshing the target context."""
+    """A function's cache that loads a kernel without refreshing the target context, keyed
+    also on the source of the modules its own imports from its package (``_sources_digest``)."""
+
+    def _index_key(self, sig: Any, codegen: Any) -> Any:
+        return (*super()._index_key(sig, codegen), _sources_digest(self._py_func.__module__))
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         try:
@@ -117,6 +125,57 @@ def _defined_symbols(obj: bytes) -> set[str] | None:
                 start = strings + at
                 names.add(obj[start : obj.index(b"\0", start)].decode())
     return names
+
+
+# a module's imports from a package: ``from .x import ...``, ``from pkg.x import ...``
+_FROM = re.compile(rb"^from (\.+[\w.]*|\w[\w.]*) import \(?([\w ,]*)", re.M)
+
+
+@functools.cache
+def _sources_digest(module: str) -> str:
+    """A digest of the source of ``module`` and of every module of its package it imports from,
+    transitively (``package_sources``). Numba keys a cached kernel on its own file and bytecode
+    only, so a change to a helper it inlines from another module (``memory.copy_bytes``, the
+    varint readers), with its own file untouched (a ``git pull`` into an editable install),
+    would leave the kernel compiled with the old helper in every cache. Once per module and
+    process (the record kernels': seven files, under a millisecond)."""
+    sources = package_sources(module)
+    digest = hashlib.sha256()
+    for name in sorted(sources):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+    return digest.hexdigest()
+
+
+def package_sources(module: str) -> dict[str, bytes]:
+    """The source of ``module`` (imported) and of the modules of its package it imports from,
+    transitively, by name (the kernel's own package's, and this one's for a generated kernel
+    module)."""
+    roots = {module.partition(".")[0], __name__.partition(".")[0]}
+    sources: dict[str, bytes] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        mod = sys.modules.get(name)
+        path = getattr(mod, "__file__", None)
+        if name in sources or path is None:
+            continue
+        sources[name] = _read(path)
+        package = getattr(mod, "__package__", None) or name.rpartition(".")[0]
+        for base, names in _FROM.findall(sources[name]):
+            try:
+                base_name = importlib.util.resolve_name(base.decode(), package)
+            except ImportError:
+                continue
+            if base_name.partition(".")[0] in roots:
+                # the module, and any name it imports that is itself a module (``from . import x``)
+                todo += [base_name, *(f"{base_name}.{n.decode()}" for n in re.findall(rb"\w+", names))]
+    return sources
+
+
+@functools.cache
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _quick(dispatcher: Any) -> Any:

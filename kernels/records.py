@@ -227,9 +227,13 @@ def _load_u64(typingctx, arr, i):
 
 
 CRC_LANE = 512  # bytes per lane: crc32c_hw runs three lanes of this side by side
-# and of this where the data is long enough: three streams of 8 KiB each are long enough for the
-# CPU's prefetcher to follow them from memory (512-byte lanes read 32 MB at 7 GB/s, these at 17)
+# and of these where the data is long enough: fewer joins. Three streams of 8 KiB each are long
+# enough for the CPU's prefetcher to follow them from memory; shorter ones are not, so each
+# step prefetches the next step's lanes (``_three_lanes``): batches of 16-23 KB, Kafka's
+# usual (a producer's default batch.size is 16 KiB), 7.5-7.9 -> 12.7-12.9 GB/s here, and 14.5-14.8
+# with the middle lanes; 100 KB batches 16.1 -> 21.4
 CRC_LONG_LANE = 8192
+CRC_MID_LANE = 2048
 
 
 def _apply(images: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -257,6 +261,7 @@ def _shift_tables(table0: np.ndarray, n: int) -> np.ndarray:
 
 CRC32C_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LANE)
 CRC32C_LONG_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_LONG_LANE)
+CRC32C_MID_SHIFT = _shift_tables(CRC32C_TABLE[0], CRC_MID_LANE)
 
 
 @njit(inline="always")
@@ -271,15 +276,21 @@ def _shift(table, c):
 
 
 @njit(inline="always")
-def _three_lanes(data, i, c, lane, table):
-    """The register after data[i:i + 3 * lane], from c: three lanes side by side, joined."""
+def _three_lanes(data, i, c, lane, table, end):
+    """The register after data[i:i + 3 * lane], from c: three lanes side by side, joined,
+    prefetching the next step's lanes (clamped to ``end``) a cache line at a time."""
     a = c
     b = np.uint32(0)
     d = np.uint32(0)
-    for j in range(i, i + lane, 8):
-        a = _crc32c_u64(a, _load_u64(data, j))
-        b = _crc32c_u64(b, _load_u64(data, j + lane))
-        d = _crc32c_u64(d, _load_u64(data, j + 2 * lane))
+    last = end - 1
+    for line in range(i, i + lane, 64):
+        prefetch(data, min(line + 3 * lane, last))
+        prefetch(data, min(line + 4 * lane, last))
+        prefetch(data, min(line + 5 * lane, last))
+        for j in range(line, line + 64, 8):
+            a = _crc32c_u64(a, _load_u64(data, j))
+            b = _crc32c_u64(b, _load_u64(data, j + lane))
+            d = _crc32c_u64(d, _load_u64(data, j + 2 * lane))
     return _shift(table, _shift(table, a) ^ b) ^ d
 
 
@@ -287,15 +298,18 @@ def _three_lanes(data, i, c, lane, table):
 def crc32c_hw(data, start, end):
     """CRC-32C of data[start:end] by the CPU's instruction (only where HW_CRC32C). The
     instruction takes 3 cycles and can start one a cycle, so three lanes run side by side and
-    are joined by ``_shift`` (long lanes while the data lasts, then short ones); then one lane
-    for the rest."""
+    are joined by ``_shift`` (long lanes while the data lasts, then middle, then short ones);
+    then one lane for the rest."""
     c = np.uint32(0xFFFFFFFF)
     i = start
     while end - i >= 3 * CRC_LONG_LANE:
-        c = _three_lanes(data, i, c, CRC_LONG_LANE, CRC32C_LONG_SHIFT)
+        c = _three_lanes(data, i, c, CRC_LONG_LANE, CRC32C_LONG_SHIFT, end)
         i += 3 * CRC_LONG_LANE
+    while end - i >= 3 * CRC_MID_LANE:
+        c = _three_lanes(data, i, c, CRC_MID_LANE, CRC32C_MID_SHIFT, end)
+        i += 3 * CRC_MID_LANE
     while end - i >= 3 * CRC_LANE:
-        c = _three_lanes(data, i, c, CRC_LANE, CRC32C_SHIFT)
+        c = _three_lanes(data, i, c, CRC_LANE, CRC32C_SHIFT, end)
         i += 3 * CRC_LANE
     while end - i >= 8:
         c = _crc32c_u64(c, _load_u64(data, i))

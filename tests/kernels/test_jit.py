@@ -145,6 +145,53 @@ def test_a_load_inside_a_load_stays_quick(tmp_path: Path) -> None:
     assert got == {"got": 499500, "inner": [12], "libraries": ["_LinkedLater", "_LinkedLater"]}
 
 
+# a package whose cached kernel inlines a helper from another of its modules
+HELPER = """
+from arrowkafka.kernels.jit import njit
+
+@njit(inline="always")
+def step():
+    return {n}
+"""
+USER = """
+from arrowkafka.kernels.jit import njit
+from .helper import step
+
+@njit(cache=True)
+def stepped():
+    return step()
+"""
+STEPPED = """
+import json
+from scratchpkg.user import stepped
+print(json.dumps({"got": stepped(), "hits": sum(stepped.stats.cache_hits.values())}))
+"""
+
+
+def test_a_changed_helper_reaches_the_cached_kernel_that_inlines_it(tmp_path: Path) -> None:
+    """A helper changed in its own module (the kernel's file untouched, as a ``git pull`` into
+    an editable install leaves it) is compiled into the kernel, not loaded from the cache with
+    the old helper inside (Numba's key alone: the kernel's file and bytecode)."""
+    pkg = tmp_path / "scratchpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "user.py").write_text(USER)
+    env = {**_scratch_env(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    for n, hits in ((1, 0), (1, 1), (2, 0), (2, 1)):
+        (pkg / "helper.py").write_text(HELPER.format(n=n))
+        assert _child(STEPPED, env, timeout=300) == {"got": n, "hits": hits}
+
+
+def test_a_kernels_sources_are_those_it_imports_from_the_package() -> None:
+    import arrowkafka.kernels.records  # noqa: F401  (imported: its imports are found)
+    from arrowkafka.kernels import jit
+
+    names = set(jit.package_sources("arrowkafka.kernels.records"))
+    assert {"arrowkafka.kernels.records", "arrowkafka.kernels.memory", "arrowkafka.kernels.decode"} <= names
+    assert "arrowkafka.kernels.capture" not in names
+    assert all(n.startswith("arrowkafka.") for n in names)
+
+
 # every module of the kernels folder that imports Numba (isa and tiers do not; jit is the wrapper)
 MODULES = sorted(
     p.stem for p in (ROOT / "kernels").glob("*.py") if p.stem not in ("__init__", "isa", "jit", "tiers")

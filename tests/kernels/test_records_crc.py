@@ -31,10 +31,15 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
 
 
 LONG = 3 * k.CRC_LONG_LANE  # its step over long inputs
+MID = 3 * k.CRC_MID_LANE  # and over middling ones
 
 
 @pytest.mark.parametrize(
-    "n", [3 * k.CRC_LANE * 20 + 5, 100_000 - 3, LONG - 1, LONG, LONG + 3 * k.CRC_LANE + 7, 3 * LONG + 8]
+    "n",
+    [
+        *(3 * k.CRC_LANE * 20 + 5, 100_000 - 3, LONG - 1, LONG, LONG + 3 * k.CRC_LANE + 7, 3 * LONG + 8),
+        *(MID - 1, MID, MID + LANES + 7, 2 * MID + 3, LONG + MID + LANES + 9, 16_384, 23_000),
+    ],
 )
 def test_three_lanes_over_long_inputs(n: int) -> None:
     want = crc32c.crc32c(BIG[3 : 3 + n].tobytes())
