@@ -106,3 +106,20 @@ def test_output_is_cut_into_chunks_under_the_offsets_limit(
     assert cut.records.column("value").num_chunks > 1
     assert cut.records.combine_chunks().equals(whole.records.combine_chunks())
     assert cut.batches.equals(whole.batches)
+
+
+def test_views_of_every_short_length_hold_their_bytes_and_zeros() -> None:
+    """Keys and values of 0 to 20 bytes (inline up to 12, pointing from 13), distinct bytes
+    each: the same as copies, and an inline view's unused bytes zero, as Arrow's format asks."""
+    recs = [Rec(bytes(range(7 + n, 7 + 2 * n)), bytes(range(100 + n, 100 + 2 * n)), [], n) for n in range(21)]
+    got = _same([build(2, 0, recs)])
+    for name in ("key", "value"):
+        column = got.records.column(name).combine_chunks()
+        assert column.to_pylist() == [getattr(r, name) for r in recs]
+        views = np.frombuffer(column.buffers()[1], np.uint8)[: 16 * len(recs)].reshape(-1, 16)
+        for n, view in enumerate(views):
+            assert int.from_bytes(view[:4].tobytes(), "little") == n
+            if n <= 12:
+                assert view[4 + n :].tobytes() == bytes(12 - n)
+            else:
+                assert view[4:8].tobytes() == getattr(recs[n], name)[:4]
