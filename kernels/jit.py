@@ -75,10 +75,11 @@ def _unserialize(codegen: Any, state: tuple[str, str, Any]) -> Any:
     """Numba's ``_unserialize`` of a cached library of object code, but for the IR (parsed
     when first linked) and the defined names (from the object file)."""
     name, kind, data = state
-    symbols = _defined_symbols(data[0]) if kind == "object" else None
     engine = codegen._engine
     known = isinstance(getattr(engine, "_defined_symbols", None), set)
-    if symbols is None or not known or codegen._library_class is not JITCodeLibrary:
+    ours = known and kind == "object" and codegen._library_class is JITCodeLibrary
+    symbols = _defined_symbols(data[0]) if ours else None
+    if symbols is None:
         return type(codegen).unserialize_library(codegen, state)
     library = codegen.create_library(name)
     library.__class__ = _LinkedLater

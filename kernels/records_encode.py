@@ -51,6 +51,7 @@ from .records import (
     V2_PEPOCH,
     V2_PID,
     crc32,
+    crc32_legacy,
     crc32c_hw,
 )
 
@@ -228,7 +229,7 @@ def _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_d
             v = rec[R_VALUE_LEN, j]
             _put_be(o, pos, v, 4)
             pos = _copy(vd, rec[R_VALUE_AT, j], v, o, pos + 4)
-            _put_be(o, start + 12, np.int64(crc32(crc32_table, out, start + LEGACY_CRC_FROM, pos)), 4)
+            _put_be(o, start + 12, np.int64(crc32_legacy(crc32_table, out, start + LEGACY_CRC_FROM, pos)), 4)
     return pos
 
 
@@ -288,4 +289,5 @@ def write_batches(out, bh, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_d
             _put_be(out, pos + AT_LENGTH, end - pos - 12, 4)
             out[pos + AT_MAGIC] = magic
             out[pos + LEGACY_ATTR] = bh[B_ATTR, b]
-            _put_be(out, pos + LEGACY_CRC, np.int64(crc32(crc32_table, out, pos + LEGACY_CRC_FROM, end)), 4)
+            crc = np.int64(crc32_legacy(crc32_table, out, pos + LEGACY_CRC_FROM, end))
+            _put_be(out, pos + LEGACY_CRC, crc, 4)

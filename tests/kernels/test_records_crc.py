@@ -1,6 +1,7 @@
 """The record kernels' CRCs against independent implementations: CRC-32C (the CPU instruction
-where there is one, and the slicing-by-8 tables) against the crc32c library, CRC-32 against
-zlib, at every alignment and length around the 8-byte steps."""
+where there is one, and the slicing-by-8 tables) against the crc32c library, CRC-32 (the
+carry-less multiplication where there is one, and the tables) against zlib, at every alignment
+and length around their steps."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from arrowkafka.kernels import records as k
 DATA = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
 BIG = np.random.default_rng(4).integers(0, 256, 100_000, dtype=np.uint8)
 LANES = 3 * k.CRC_LANE  # crc32c_hw's three-lane step
-CASES = [
-    (s, n) for s in range(9) for n in (*range(0, 20), 63, 64, 65, 1000, LANES - 1, LANES, LANES + 9, 4096)
-]
+# (and around crc32_clmul's steps: 64 bytes, then 16, then 8)
+STEPS = (63, 64, 65, 71, 72, 79, 80, 88, 127, 128, 129, 143, 144, 152, 191, 192, 200)
+CASES = [(s, n) for s in range(9) for n in (*range(0, 20), *STEPS, 1000, LANES - 1, LANES, LANES + 9, 4096)]
 
 
 @pytest.mark.parametrize(("start", "n"), CASES)
@@ -28,6 +29,9 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
     if k.HW_CRC32C:
         assert int(k.crc32c_hw(DATA, start, start + n)) == want
     assert int(k.crc32(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
+    assert int(k.crc32_legacy(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
+    if k.HW_CLMUL:
+        assert int(k.crc32_clmul(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
 
 
 LONG = 3 * k.CRC_LONG_LANE  # its step over long inputs
@@ -46,3 +50,5 @@ def test_three_lanes_over_long_inputs(n: int) -> None:
     assert int(k.crc32(k.CRC32C_TABLE, BIG, 3, 3 + n)) == want
     if k.HW_CRC32C:
         assert int(k.crc32c_hw(BIG, 3, 3 + n)) == want
+    if k.HW_CLMUL:
+        assert int(k.crc32_clmul(k.CRC32_TABLE, BIG, 3, 3 + n)) == zlib.crc32(BIG[3 : 3 + n].tobytes())
