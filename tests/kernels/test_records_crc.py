@@ -28,10 +28,14 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
     assert int(k.crc32(k.CRC32C_TABLE, DATA, start, start + n)) == want
     if k.HW_CRC32C:
         assert int(k.crc32c_hw(DATA, start, start + n)) == want
+        assert int(k.crc32c_hw(DATA, start, start + n, False)) == want  # lanes only
+        if k.HW_VCLMUL:
+            assert int(k.crc32c_hw(DATA, start, start + n, True)) == want  # the 512-bit fold first
     assert int(k.crc32(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
     assert int(k.crc32_legacy(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
     if k.HW_CLMUL:
-        assert int(k.crc32_clmul(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
+        for wide in (False, True) if k.HW_VCLMUL else (False,):
+            assert int(k.crc32_clmul(k.CRC32_TABLE, DATA, start, start + n, wide)) == zlib.crc32(part)
 
 
 LONG = 3 * k.CRC_LONG_LANE  # its step over long inputs
@@ -49,6 +53,15 @@ def test_three_lanes_over_long_inputs(n: int) -> None:
     want = crc32c.crc32c(BIG[3 : 3 + n].tobytes())
     assert int(k.crc32(k.CRC32C_TABLE, BIG, 3, 3 + n)) == want
     if k.HW_CRC32C:
-        assert int(k.crc32c_hw(BIG, 3, 3 + n)) == want
+        for wide in (False, True) if k.HW_VCLMUL else (False,):
+            assert int(k.crc32c_hw(BIG, 3, 3 + n, wide)) == want
     if k.HW_CLMUL:
-        assert int(k.crc32_clmul(k.CRC32_TABLE, BIG, 3, 3 + n)) == zlib.crc32(BIG[3 : 3 + n].tobytes())
+        for wide in (False, True) if k.HW_VCLMUL else (False,):
+            got = int(k.crc32_clmul(k.CRC32_TABLE, BIG, 3, 3 + n, wide))
+            assert got == zlib.crc32(BIG[3 : 3 + n].tobytes())
+
+
+def test_fold_constants_are_the_published_ones() -> None:
+    """The CRC-32 folding constants Linux's crc32-pclmul publishes (across 64 bytes, then 16),
+    from ``fold_constant``, which makes the others (across 128 bytes; CRC-32C's) the same way."""
+    assert [int(x) for x in k.CRC32_FOLD[2:]] == [0x154442BD4, 0x1C6E41596, 0x1751997D0, 0x0CCAA009E]
