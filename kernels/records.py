@@ -169,8 +169,13 @@ CRC32C_TABLE = _crc_tables(0x82F63B78)  # CRC-32C (Castagnoli): magic 2
 
 
 def _has_x86(feature: str) -> bool:
+    """Does Numba compile for an x86 CPU with ``feature``: the host's, or the features
+    ``NUMBA_CPU_FEATURES`` names (caches built for other machines)?"""
     if getattr(config, "DISABLE_JIT", False) or platform.machine().lower() not in ("x86_64", "amd64"):
         return False
+    named = getattr(config, "CPU_FEATURES", None)
+    if named is not None:
+        return f"+{feature}" in named.split(",")
     import llvmlite.binding as llvm
 
     return bool(llvm.get_host_cpu_features().get(feature))
@@ -309,9 +314,10 @@ def crc32c_hw(data, start, end, wide=HW_VCLMUL):
     then middle, then short ones); then one lane for the rest."""
     c = np.uint32(0xFFFFFFFF)
     i = start
-    if wide and end - i >= 64:
-        a0, a1, i = _fold_to_16(data, i, end, c, CRC32C_FOLD, True)
-        c = _crc32c_u64(_crc32c_u64(np.uint32(0), a0), a1)
+    if HW_VCLMUL:  # (a constant: elsewhere the fold's intrinsics are not compiled)
+        if wide and end - i >= 64:
+            a0, a1, i = _fold_to_16(data, i, end, c, CRC32C_FOLD, True)
+            c = _crc32c_u64(_crc32c_u64(np.uint32(0), a0), a1)
     while end - i >= 3 * CRC_LONG_LANE:
         c = _three_lanes(data, i, c, CRC_LONG_LANE, CRC32C_LONG_SHIFT, end)
         i += 3 * CRC_LONG_LANE
@@ -518,6 +524,43 @@ def crc32_legacy(table, data, start, end):
 
 
 @njit(inline="always")
+def _fold_lanes(data, i, end, c, k64_lo, k64_hi):
+    """Register c and data[i:] folded 64 bytes at a time in four 128-bit lanes -> (the four
+    lanes' words, where it stopped). The caller checked end - i >= 64."""
+    a0 = _load_u64(data, i) ^ np.uint64(c)
+    a1 = _load_u64(data, i + 8)
+    b0, b1 = _load_u64(data, i + 16), _load_u64(data, i + 24)
+    c0, c1 = _load_u64(data, i + 32), _load_u64(data, i + 40)
+    d0, d1 = _load_u64(data, i + 48), _load_u64(data, i + 56)
+    i += 64
+    while end - i >= 64:
+        a0, a1 = _fold(a0, a1, k64_lo, k64_hi, _load_u64(data, i), _load_u64(data, i + 8))
+        b0, b1 = _fold(b0, b1, k64_lo, k64_hi, _load_u64(data, i + 16), _load_u64(data, i + 24))
+        c0, c1 = _fold(c0, c1, k64_lo, k64_hi, _load_u64(data, i + 32), _load_u64(data, i + 40))
+        d0, d1 = _fold(d0, d1, k64_lo, k64_hi, _load_u64(data, i + 48), _load_u64(data, i + 56))
+        i += 64
+    return a0, a1, b0, b1, c0, c1, d0, d1, i
+
+
+# the 512-bit fold only where the CPU has it: compiled elsewhere, its intrinsic would fail
+# LLVM's instruction selection even where it never runs
+if HW_VCLMUL:
+
+    @njit(inline="always")
+    def _fold_64(data, i, end, c, fold, wide):
+        if wide and end - i >= 128:
+            w, i = _fold_wide(data, i, end, np.uint64(c), fold[:4])
+            return w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], i
+        return _fold_lanes(data, i, end, c, fold[2], fold[3])
+
+else:
+
+    @njit(inline="always")
+    def _fold_64(data, i, end, c, fold, wide):
+        return _fold_lanes(data, i, end, c, fold[2], fold[3])
+
+
+@njit(inline="always")
 def _fold_to_16(data, i, end, c, fold, wide):
     """Register c (XORed into the first bytes) and data[i:], folded 64 bytes at a time, then
     16, into one 16-byte remainder -> (its low word, its high word, where it stopped): the
@@ -525,23 +568,8 @@ def _fold_to_16(data, i, end, c, fold, wide):
     caller checked end - i >= 64; ``fold``: the polynomial's constants (``_fold_constants``);
     ``wide``: in 512-bit registers (only where HW_VCLMUL) where 128 bytes are left, else in
     four 128-bit lanes."""
-    k64_lo, k64_hi, k16_lo, k16_hi = fold[2:]
-    if wide and end - i >= 128:
-        w, i = _fold_wide(data, i, end, np.uint64(c), fold[:4])
-        a0, a1, b0, b1, c0, c1, d0, d1 = w
-    else:
-        a0 = _load_u64(data, i) ^ np.uint64(c)
-        a1 = _load_u64(data, i + 8)
-        b0, b1 = _load_u64(data, i + 16), _load_u64(data, i + 24)
-        c0, c1 = _load_u64(data, i + 32), _load_u64(data, i + 40)
-        d0, d1 = _load_u64(data, i + 48), _load_u64(data, i + 56)
-        i += 64
-        while end - i >= 64:
-            a0, a1 = _fold(a0, a1, k64_lo, k64_hi, _load_u64(data, i), _load_u64(data, i + 8))
-            b0, b1 = _fold(b0, b1, k64_lo, k64_hi, _load_u64(data, i + 16), _load_u64(data, i + 24))
-            c0, c1 = _fold(c0, c1, k64_lo, k64_hi, _load_u64(data, i + 32), _load_u64(data, i + 40))
-            d0, d1 = _fold(d0, d1, k64_lo, k64_hi, _load_u64(data, i + 48), _load_u64(data, i + 56))
-            i += 64
+    a0, a1, b0, b1, c0, c1, d0, d1, i = _fold_64(data, i, end, c, fold, wide)
+    k16_lo, k16_hi = fold[4], fold[5]
     a0, a1 = _fold(a0, a1, k16_lo, k16_hi, b0, b1)
     a0, a1 = _fold(a0, a1, k16_lo, k16_hi, c0, c1)
     a0, a1 = _fold(a0, a1, k16_lo, k16_hi, d0, d1)

@@ -5,7 +5,12 @@ and length around their steps."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import crc32c
 import numpy as np
@@ -65,3 +70,39 @@ def test_fold_constants_are_the_published_ones() -> None:
     """The CRC-32 folding constants Linux's crc32-pclmul publishes (across 64 bytes, then 16),
     from ``fold_constant``, which makes the others (across 128 bytes; CRC-32C's) the same way."""
     assert [int(x) for x in k.CRC32_FOLD[2:]] == [0x154442BD4, 0x1C6E41596, 0x1751997D0, 0x0CCAA009E]
+
+
+NARROW = """
+import json, zlib
+import crc32c, numpy as np
+from arrowkafka.kernels import records as k
+data = np.random.default_rng(5).integers(0, 256, 300_000, dtype=np.uint8)
+parts = [data[3 : 3 + n] for n in (0, 63, 64, 200, 1000, 23_000, 299_990)]
+print(json.dumps({
+    "wide": k.HW_VCLMUL, "clmul": k.HW_CLMUL,
+    "c": [int(k.crc32c_hw(p, 0, len(p))) == crc32c.crc32c(p.tobytes()) for p in parts],
+    "ieee": [int(k.crc32_legacy(k.CRC32_TABLE, p, 0, len(p))) == zlib.crc32(p.tobytes()) for p in parts],
+    # asked for the 512-bit fold, which this CPU lacks: the lanes all the same
+    "c_wide": [int(k.crc32c_hw(p, 0, len(p), True)) == crc32c.crc32c(p.tobytes()) for p in parts],
+    "ieee_wide": [int(k.crc32_clmul(k.CRC32_TABLE, p, 0, len(p), True)) == zlib.crc32(p.tobytes())
+                  for p in parts],
+}))
+"""
+
+
+@pytest.mark.jit
+@pytest.mark.skipif(not k.HW_VCLMUL, reason="the CPU has no VPCLMULQDQ: the narrow path is the only one here")
+def test_a_cpu_without_the_512_bit_fold_compiles_and_checks_the_same(tmp_path: Path) -> None:
+    """Kernels compiled for a CPU without AVX-512 VPCLMULQDQ (``NUMBA_CPU_FEATURES``, as a cache
+    built for another machine is) leave its intrinsics out, which LLVM could not compile there,
+    and give the same CRCs by their lanes."""
+    import llvmlite.binding as ll
+
+    features = ll.get_host_cpu_features().flatten().replace("+vpclmulqdq", "-vpclmulqdq")
+    env = {**os.environ, "NUMBA_CPU_FEATURES": features, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = [sys.executable, "-c", NARROW]
+    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    same = {x: [True] * 7 for x in ("c", "ieee", "c_wide", "ieee_wide")}
+    assert got == {"wide": False, "clmul": True, **same}
