@@ -128,8 +128,8 @@ def _defined_symbols(obj: bytes) -> set[str] | None:
     return names
 
 
-# a module's imports from a package: ``from .x import ...``, ``from pkg.x import ...``
-_FROM = re.compile(rb"^from (\.+[\w.]*|\w[\w.]*) import \(?([\w ,]*)", re.M)
+# a module's imports from a package, one line: ``from .x import ...``, ``from pkg.x import ...``
+_FROM = re.compile(rb"from (\.+[\w.]*|\w[\w.]*) import \(?([\w ,]*)")
 
 
 @functools.cache
@@ -138,45 +138,67 @@ def _sources_digest(module: str) -> str:
     transitively (``package_sources``). Numba keys a cached kernel on its own file and bytecode
     only, so a change to a helper it inlines from another module (``memory.copy_bytes``, the
     varint readers), with its own file untouched (a ``git pull`` into an editable install),
-    would leave the kernel compiled with the old helper in every cache. Once per module and
-    process (the record kernels': seven files, under a millisecond)."""
-    sources = package_sources(module)
+    would leave the kernel compiled with the old helper in every cache. Each file is read and
+    hashed once per process (the kernels of a capture: ten files, about a millisecond)."""
     digest = hashlib.sha256()
-    for name in sorted(sources):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+    for name, source in sorted(package_sources(module).items()):
+        digest.update(name.encode() + b"\0" + source)
     return digest.hexdigest()
 
 
 def package_sources(module: str) -> dict[str, bytes]:
-    """The source of ``module`` (imported) and of the modules of its package it imports from,
-    transitively, by name (the kernel's own package's, and this one's for a generated kernel
-    module)."""
+    """The SHA-256 of the source of ``module`` (imported) and of the modules of its package it
+    imports from, transitively, by name (the kernel's own package's, and this one's for a
+    generated kernel module)."""
     roots = {module.partition(".")[0], __name__.partition(".")[0]}
-    sources: dict[str, bytes] = {}
+    found: dict[str, bytes] = {}
     todo = [module]
     while todo:
         name = todo.pop()
+        facts = None if name in found else _module_facts(name)
+        if facts is not None:
+            found[name] = facts[0]
+            todo += [n for n in facts[1] if n.partition(".")[0] in roots]
+    return found
+
+
+_FACTS: dict[str, tuple[bytes, tuple[str, ...]]] = {}
+
+
+def _module_facts(name: str) -> tuple[bytes, tuple[str, ...]] | None:
+    """(the SHA-256 of module ``name``'s source, the modules it names in ``from ... import``
+    lines and the names it imports from them, any of which may be a module), once per process;
+    None where it is not imported or has no file."""
+    if name not in _FACTS:
         mod = sys.modules.get(name)
         path = getattr(mod, "__file__", None)
-        if name in sources or path is None:
-            continue
-        sources[name] = _read(path)
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            source = f.read()
         package = getattr(mod, "__package__", None) or name.rpartition(".")[0]
-        for base, names in _FROM.findall(sources[name]):
+        named: list[str] = []
+        for base, names in _from_lines(source):
             try:
                 base_name = importlib.util.resolve_name(base.decode(), package)
             except ImportError:
                 continue
-            if base_name.partition(".")[0] in roots:
-                # the module, and any name it imports that is itself a module (``from . import x``)
-                todo += [base_name, *(f"{base_name}.{n.decode()}" for n in re.findall(rb"\w+", names))]
-    return sources
+            # the module, and any name it imports that is itself a module (``from . import x``)
+            named += [base_name, *(f"{base_name}.{n.decode()}" for n in re.findall(rb"\w+", names))]
+        _FACTS[name] = (hashlib.sha256(source).digest(), tuple(named))
+    return _FACTS[name]
 
 
-@functools.cache
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _from_lines(source: bytes) -> list[tuple[bytes, bytes]]:
+    """(module, names) of every line of ``source`` that starts ``from ... import``: found by
+    ``bytes.find``, as a regular expression tried at every byte took most of the time."""
+    found, at = [], 0 if source.startswith(b"from ") else source.find(b"\nfrom ")
+    while at >= 0:
+        line = _FROM.match(source, at + (source[at] == 10))  # (10: the newline before it)
+        if line:
+            found.append((line[1], line[2]))
+        at = source.find(b"\nfrom ", at + 1)
+    return found
 
 
 def _quick(dispatcher: Any) -> Any:
