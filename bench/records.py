@@ -163,14 +163,8 @@ def _lz4_kernel_only(buf: bytes) -> int:
     """Every batch's records decompressed by the kernel decode_records reads runs of lz4
     batches with (python-lz4's own block decoder, called from Numba), a megabyte at a time
     into one buffer, and nothing else."""
-    starts, ends, pos = [], [], 0
-    while pos < len(buf):
-        length = struct.unpack_from(">i", buf, pos + 8)[0]
-        starts.append(pos + 61)
-        ends.append(pos + 12 + length)
-        pos += 12 + length
+    first, last = _batch_ranges(buf, 61)
     data, out = np.frombuffer(buf, np.uint8), np.empty(4 << 20, np.uint8)
-    first, last = np.array(starts), np.array(ends)
     codecs, regions = np.full(len(first), 3), np.empty(2 * len(first), np.int64)
     i = n = 0
     while i < len(first):
@@ -203,13 +197,19 @@ def _crc_all(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
 
 def _crc_kernel_only(buf: bytes) -> int:
     """The same CRCs by the kernel decode_records checks them with (``crc32c_hw``), in one call."""
+    return int(_crc_all(np.frombuffer(buf, np.uint8), *_batch_ranges(buf, 21)))
+
+
+def _batch_ranges(buf: bytes, skip: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each magic 2 batch of ``buf`` starts, ``skip`` bytes in (21: its CRC's range; 61:
+    its records), and where it ends."""
     starts, ends, pos = [], [], 0
     while pos < len(buf):
         length = struct.unpack_from(">i", buf, pos + 8)[0]
-        starts.append(pos + 21)
+        starts.append(pos + skip)
         ends.append(pos + 12 + length)
         pos += 12 + length
-    return int(_crc_all(np.frombuffer(buf, np.uint8), np.array(starts), np.array(ends)))
+    return np.array(starts), np.array(ends)
 
 
 def best(fn: Callable[[], object], seconds: float = 3.0, at_least: int = 3) -> float:

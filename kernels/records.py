@@ -337,11 +337,27 @@ def crc32c_hw(data, start, end, wide=HW_VCLMUL):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-@njit(cache=True, nogil=True)
-def crc32(table, data, start, end):
-    """CRC of data[start:end], eight bytes per step (slicing-by-8)."""
-    c = np.uint32(0xFFFFFFFF)
-    i = start
+@njit(inline="always")
+def _crc_word(table, c, w):
+    """The CRC register c after the 8 bytes of the little-endian word w (slicing-by-8)."""
+    lo = c ^ np.uint32(w & np.uint64(0xFFFFFFFF))
+    hi = np.uint32(w >> np.uint64(32))
+    return (
+        table[7, lo & np.uint32(0xFF)]
+        ^ table[6, (lo >> np.uint32(8)) & np.uint32(0xFF)]
+        ^ table[5, (lo >> np.uint32(16)) & np.uint32(0xFF)]
+        ^ table[4, lo >> np.uint32(24)]
+        ^ table[3, hi & np.uint32(0xFF)]
+        ^ table[2, (hi >> np.uint32(8)) & np.uint32(0xFF)]
+        ^ table[1, (hi >> np.uint32(16)) & np.uint32(0xFF)]
+        ^ table[0, hi >> np.uint32(24)]
+    )
+
+
+@njit(inline="always")
+def _crc_tail(table, c, data, i, end):
+    """The CRC register c after data[i:end], eight bytes a step by the tables (``_crc_word``'s
+    step, reading the last four bytes one by one: through a word, 14% slower), then a byte."""
     while end - i >= 8:
         lo = c ^ (
             np.uint32(data[i])
@@ -363,7 +379,13 @@ def crc32(table, data, start, end):
     while i < end:
         c = table[0, (c ^ np.uint32(data[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
         i += 1
-    return c ^ np.uint32(0xFFFFFFFF)
+    return c
+
+
+@njit(cache=True, nogil=True)
+def crc32(table, data, start, end):
+    """CRC of data[start:end], eight bytes per step (slicing-by-8)."""
+    return _crc_tail(table, np.uint32(0xFFFFFFFF), data, start, end) ^ np.uint32(0xFFFFFFFF)
 
 
 @intrinsic
@@ -497,23 +519,6 @@ def _fold(lo, hi, k_lo, k_hi, d_lo, d_hi):
     return a_lo ^ b_lo ^ d_lo, a_hi ^ b_hi ^ d_hi
 
 
-@njit(inline="always")
-def _crc_word(table, c, w):
-    """The CRC register c after the 8 bytes of the little-endian word w (slicing-by-8)."""
-    lo = c ^ np.uint32(w & np.uint64(0xFFFFFFFF))
-    hi = np.uint32(w >> np.uint64(32))
-    return (
-        table[7, lo & np.uint32(0xFF)]
-        ^ table[6, (lo >> np.uint32(8)) & np.uint32(0xFF)]
-        ^ table[5, (lo >> np.uint32(16)) & np.uint32(0xFF)]
-        ^ table[4, lo >> np.uint32(24)]
-        ^ table[3, hi & np.uint32(0xFF)]
-        ^ table[2, (hi >> np.uint32(8)) & np.uint32(0xFF)]
-        ^ table[1, (hi >> np.uint32(16)) & np.uint32(0xFF)]
-        ^ table[0, hi >> np.uint32(24)]
-    )
-
-
 @njit(cache=True, nogil=True)
 def crc32_legacy(table, data, start, end):
     """The CRC-32 of magic 0 and 1 (``table`` is CRC32_TABLE) over data[start:end]: by
@@ -589,13 +594,7 @@ def crc32_clmul(table, data, start, end, wide=HW_VCLMUL):
     if end - i >= 64:
         a0, a1, i = _fold_to_16(data, i, end, c, CRC32_FOLD, wide)
         c = _crc_word(table, _crc_word(table, np.uint32(0), a0), a1)
-    while end - i >= 8:
-        c = _crc_word(table, c, _load_u64(data, i))
-        i += 8
-    while i < end:
-        c = table[0, (c ^ np.uint32(data[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-        i += 1
-    return c ^ np.uint32(0xFFFFFFFF)
+    return _crc_tail(table, c, data, i, end) ^ np.uint32(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)

@@ -21,6 +21,7 @@ from arrowkafka.kernels import records as k
 DATA = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
 BIG = np.random.default_rng(4).integers(0, 256, 100_000, dtype=np.uint8)
 LANES = 3 * k.CRC_LANE  # crc32c_hw's three-lane step
+WIDTHS = (False, True) if k.HW_VCLMUL else (False,)  # the folds in 128-bit lanes, and 512-bit
 # (and around crc32_clmul's steps: 64 bytes, then 16, then 8)
 STEPS = (63, 64, 65, 71, 72, 79, 80, 88, 127, 128, 129, 143, 144, 152, 191, 192, 200)
 CASES = [(s, n) for s in range(9) for n in (*range(0, 20), *STEPS, 1000, LANES - 1, LANES, LANES + 9, 4096)]
@@ -39,7 +40,7 @@ def test_crcs_agree_with_the_libraries(start: int, n: int) -> None:
     assert int(k.crc32(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
     assert int(k.crc32_legacy(k.CRC32_TABLE, DATA, start, start + n)) == zlib.crc32(part)
     if k.HW_CLMUL:
-        for wide in (False, True) if k.HW_VCLMUL else (False,):
+        for wide in WIDTHS:
             assert int(k.crc32_clmul(k.CRC32_TABLE, DATA, start, start + n, wide)) == zlib.crc32(part)
 
 
@@ -58,10 +59,10 @@ def test_three_lanes_over_long_inputs(n: int) -> None:
     want = crc32c.crc32c(BIG[3 : 3 + n].tobytes())
     assert int(k.crc32(k.CRC32C_TABLE, BIG, 3, 3 + n)) == want
     if k.HW_CRC32C:
-        for wide in (False, True) if k.HW_VCLMUL else (False,):
+        for wide in WIDTHS:
             assert int(k.crc32c_hw(BIG, 3, 3 + n, wide)) == want
     if k.HW_CLMUL:
-        for wide in (False, True) if k.HW_VCLMUL else (False,):
+        for wide in WIDTHS:
             got = int(k.crc32_clmul(k.CRC32_TABLE, BIG, 3, 3 + n, wide))
             assert got == zlib.crc32(BIG[3 : 3 + n].tobytes())
 
