@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -166,12 +166,23 @@ _BATCH_NAMES = (*CODECS, *(f"unknown {c}" for c in range(len(CODECS), kb.CODEC_N
 _Names = tuple[np.ndarray, np.ndarray, np.ndarray]  # packed names: bytes, starts, lengths
 
 
+class _BatchLayout(NamedTuple):
+    """How ``batch_columns`` stores the columns of ``kb.COLUMNS``: ``kinds[j]`` (bytes a value,
+    ``BITS``, ``STRING``) and ``slots[j]``, its row in the array of that kind; the rows each
+    kind takes; ``columns``: (kind, slot, type, j) for each column of the table in its order
+    (but ``error``, the last); the packed names (bytes, starts, lengths)."""
+
+    kinds: np.ndarray
+    slots: np.ndarray
+    rows: dict[int, int]
+    columns: list[tuple[int, int, pa.DataType, int]]
+    names: _Names
+
+
 @lru_cache(maxsize=1)
-def _batch_layout() -> tuple[np.ndarray, np.ndarray, dict[int, int], list[pa.DataType], _Names]:
-    """How ``batch_columns`` stores each column of ``kb.COLUMNS``: its kind (bytes a value,
-    ``BITS``, ``STRING``) and its row in the array of that kind; the rows each kind takes; the
-    columns' types; the packed names (bytes, starts, lengths)."""
+def _batch_layout() -> _BatchLayout:
     assert {*kb.COLUMNS, "error"} == set(BATCHES_SCHEMA.names), "the kernel writes every column but error"
+    assert BATCHES_SCHEMA.names[-1] == "error"
     kinds, slots, types = [], [], []
     rows = dict.fromkeys((8, 4, 2, 1, kb.BITS, kb.STRING), 0)
     for name in kb.COLUMNS:
@@ -181,19 +192,23 @@ def _batch_layout() -> tuple[np.ndarray, np.ndarray, dict[int, int], list[pa.Dat
         slots.append(rows[kind])
         rows[kind] += 1
         types.append(t)
+    columns = [(kinds[j], slots[j], types[j], j) for j in map(kb.COLUMNS.index, BATCHES_SCHEMA.names[:-1])]
     encoded = [x.encode() for x in _BATCH_NAMES]
     lengths = np.array([len(x) for x in encoded], np.int64)
     name_starts = np.concatenate([[0], np.cumsum(lengths[:-1])]).astype(np.int64)
     names = np.frombuffer(b"".join(encoded), np.uint8)
-    return np.array(kinds, np.int64), np.array(slots, np.int64), rows, types, (names, name_starts, lengths)
+    return _BatchLayout(np.array(kinds, np.int64), np.array(slots, np.int64), rows, columns,
+                        (names, name_starts, lengths))  # fmt: skip
 
 
 # (arrays built from buffers, here and below: pyarrow's own conversion imports pandas, most of a
 # process's first decode where pandas is installed)
 def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
     """The batches table from ``hdr`` (``errors``: each batch's reason, None where it decoded),
-    its columns written by one kernel, straight into the buffers of their arrays."""
-    kinds, slots, rows, types, names = _batch_layout()
+    its columns written by one kernel, straight into the buffers of their arrays (one Arrow
+    buffer per kind, sliced: this runs once per call, and per column it cost a third more)."""
+    layout = _batch_layout()
+    rows, names = layout.rows, layout.names
     nb = hdr.shape[1]
     nbytes = -(-nb // 8)
     by_kind = {w: np.empty((rows[w], nb), dtype) for w, dtype in ((8, np.int64), (4, np.int32),
@@ -203,19 +218,22 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
     whole = np.empty(kb.NC, np.uint8)
     str_offsets = np.empty((rows[kb.STRING], nb + 1), np.int32)
     str_data = np.empty((rows[kb.STRING], nb * int(names[2].max())), np.uint8)
-    kb.batch_columns(hdr, kinds, slots, by_kind[8], by_kind[4], by_kind[2], by_kind[1], by_kind[kb.BITS],
-                     valid, whole, str_offsets, str_data, *names)  # fmt: skip
-    cols = {}
-    for j, name in enumerate(kb.COLUMNS):
-        kind, s = int(kinds[j]), int(slots[j])
-        validity = None if whole[j] else pa.py_buffer(valid[j])
+    kb.batch_columns(hdr, layout.kinds, layout.slots, by_kind[8], by_kind[4], by_kind[2], by_kind[1],
+                     by_kind[kb.BITS], valid, whole, str_offsets, str_data, *names)  # fmt: skip
+    # each kind's rows in one Arrow buffer, sliced per column (a row is ``step`` bytes)
+    buffers = {kind: (pa.py_buffer(a), a.strides[0]) for kind, a in by_kind.items()}
+    valid_buffer, all_valid = pa.py_buffer(valid), whole.tolist()
+    arrays = []
+    for kind, s, type_, j in layout.columns:
+        validity = None if all_valid[j] else valid_buffer.slice(j * nbytes, nbytes)
         if kind == kb.STRING:
-            data = [pa.py_buffer(str_offsets[s]), pa.py_buffer(str_data[s, : str_offsets[s, nb]])]
+            text = [pa.py_buffer(str_offsets[s]), pa.py_buffer(str_data[s, : str_offsets[s, nb]])]
+            arrays.append(pa.Array.from_buffers(type_, nb, [validity, *text]))
         else:
-            data = [pa.py_buffer(by_kind[kind][s])]
-        cols[name] = pa.Array.from_buffers(types[j], nb, [validity, *data])
-    cols["error"] = pa.nulls(len(errors), pa.string()) if not any(errors) else string_array(errors)
-    return pa.Table.from_arrays([cols[f.name] for f in BATCHES_SCHEMA], schema=BATCHES_SCHEMA)
+            data, step = buffers[kind]
+            arrays.append(pa.Array.from_buffers(type_, nb, [validity, data.slice(s * step, step)]))
+    arrays.append(pa.nulls(nb, pa.string()) if not any(errors) else string_array(errors))
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=BATCHES_SCHEMA)])
 
 
 def rejects_table(rows: np.ndarray, batches: np.ndarray, positions: np.ndarray, reasons: list[str],
@@ -327,57 +345,68 @@ class RecordColumns:
         get null keys and values here (their sizes stay in ``key_size``, ``value_size``).
         ``windows``: the buffers the views point into, when the walk wrote views."""
         n = len(self.batch)
-        key_valid, value_valid = self.key_size >= 0, self.value_size >= 0
+        key_valid, value_valid = _valid_where(self.key_size), _valid_where(self.value_size)
         kept_key, kept_value = key_valid, value_valid
         if kept is not None:
-            kept_key, kept_value = key_valid & kept, value_valid & kept
-        headers = pa.StructArray.from_arrays(
-            [
-                _wrap(pa.string(), self.hkey_offsets, self.hkey_data),
-                _wrap(pa.binary(), self.hvalue_offsets, self.hvalue_data, self.hvalue_size >= 0),
+            kept_key, kept_value = _valid_where(self.key_size, kept), _valid_where(self.value_size, kept)
+        headers = pa.Array.from_buffers(
+            HEADER,
+            len(self.hvalue_size),
+            [None],
+            children=[
+                _wrap(pa.string(), self.hkey_offsets, None, self.hkey_data),
+                _wrap(pa.binary(), self.hvalue_offsets, _valid_where(self.hvalue_size), self.hvalue_data),
             ],
-            fields=list(HEADER),
         )
-        list_type = RECORDS_SCHEMA.field("headers").type
         return pa.RecordBatch.from_arrays(
             [
                 _wrap(pa.int64(), self.batch),
                 _wrap(pa.int64(), self.offset),
-                _wrap(TS, self.ts, valid=self.ts != -1),
-                _views(self.key_views, kept_key, windows)
+                _wrap(TS, self.ts, _valid_where(self.ts)),
+                _views(self.key_views, n, kept_key, windows)
                 if windows is not None
-                else _wrap(pa.binary(), self.key_offsets, self.key_data, kept_key),
-                _views(self.value_views, kept_value, windows)
+                else _wrap(pa.binary(), self.key_offsets, kept_key, self.key_data),
+                _views(self.value_views, n, kept_value, windows)
                 if windows is not None
-                else _wrap(pa.binary(), self.value_offsets, self.value_data, kept_value),
-                pa.Array.from_buffers(
-                    list_type, n, [None, pa.py_buffer(self.header_offsets)], children=[headers]
-                ),
+                else _wrap(pa.binary(), self.value_offsets, kept_value, self.value_data),
+                _wrap(_HEADERS, self.header_offsets, children=[headers]),
                 _wrap(pa.int32(), self.size),
-                _wrap(pa.int32(), self.key_size, valid=key_valid),
-                _wrap(pa.int32(), self.value_size, valid=value_valid),
+                _wrap(pa.int32(), self.key_size, key_valid),
+                _wrap(pa.int32(), self.value_size, value_valid),
             ],
             schema=RECORDS_SCHEMA if windows is None else RECORDS_VIEW_SCHEMA,
         )
 
 
-def _views(views: np.ndarray, valid: np.ndarray, windows: list[pa.Buffer]) -> pa.Array:
-    return pa.Array.from_buffers(
-        pa.binary_view(), len(valid), [_validity(valid), pa.py_buffer(views), *windows]
-    )
+_HEADERS = RECORDS_SCHEMA.field("headers").type
+
+
+def _valid_where(values: np.ndarray, kept: np.ndarray | None = None) -> pa.Buffer | None:
+    """The validity bitmap of a column whose nulls hold -1 (sizes, timestamps), and where
+    ``kept`` is given, of only its rows kept; None where every row is valid. (Asked for every
+    column of every chunk: a minimum, which allocates nothing, settles the usual case.)"""
+    if kept is None and (len(values) == 0 or values.min() >= 0):
+        return None
+    mask = values != -1
+    return _validity(mask if kept is None else mask & kept)
+
+
+def _views(views: np.ndarray, n: int, validity: pa.Buffer | None, windows: list[pa.Buffer]) -> pa.Array:
+    return pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), *windows])
 
 
 def _wrap(
     type_: pa.DataType,
     first: np.ndarray,
+    validity: pa.Buffer | None = None,
     data: np.ndarray | None = None,
-    valid: np.ndarray | None = None,
     children: list[pa.Array] | None = None,
 ) -> pa.Array:
     """An Arrow array over the kernel's buffers as they are: ``first`` is the values (fixed
     width) or the offsets (binary and string: ``data`` holds the bytes; list: ``children``)."""
-    n = len(first) - (data is not None or children is not None)
-    bufs = [None if valid is None else _validity(valid), pa.py_buffer(first)]
+    buffers = [validity, pa.py_buffer(first)]
     if data is not None:
-        bufs.append(pa.py_buffer(data))
-    return pa.Array.from_buffers(type_, n, bufs, children=children)
+        return pa.Array.from_buffers(type_, len(first) - 1, [*buffers, pa.py_buffer(data)])
+    if children is not None:
+        return pa.Array.from_buffers(type_, len(first) - 1, buffers, children=children)
+    return pa.Array.from_buffers(type_, len(first), buffers)
