@@ -47,7 +47,7 @@ from .decode import _be, _signed, _utf8_ok, _uvarint_inline
 from .hints import prefetch
 from .isa import E_TRUNCATED, OK
 from .jit import njit
-from .memory import copy_bytes, data_pointer, raw
+from .memory import LITTLE, copy_bytes, data_pointer, load_u32, load_u64, raw, store_u64
 
 # ---- one int64 row of ``hdr`` per column; ``hdr[H_X, b]`` is column X of batch b ----
 H_ROW = 0  # input row
@@ -223,21 +223,6 @@ def _crc32c_u8(typingctx, crc, byte):
     return sig, codegen
 
 
-@intrinsic
-def _load_u64(typingctx, arr, i):
-    """The 8 bytes at arr[i:i + 8] as one little-endian word: one unaligned load, where a loop
-    of byte loads and shifts is not always merged into one (only where HW_CRC32C: x86)."""
-    sig = types.uint64(arr, i)
-
-    def codegen(context, builder, signature, args):
-        base = data_pointer(context, builder, signature.args[0], args[0])
-        at = context.cast(builder, args[1], signature.args[1], types.intp)
-        ptr = builder.bitcast(builder.gep(base, [at]), ir.IntType(64).as_pointer())
-        return builder.load(ptr, align=1)
-
-    return sig, codegen
-
-
 CRC_LANE = 512  # bytes per lane: crc32c_hw runs three lanes of this side by side
 # and of these where the data is long enough: fewer joins. Three streams of 8 KiB each are long
 # enough for the CPU's prefetcher to follow them from memory; shorter ones are not, so each
@@ -300,9 +285,9 @@ def _three_lanes(data, i, c, lane, table, end):
         prefetch(data, min(line + 4 * lane, last))
         prefetch(data, min(line + 5 * lane, last))
         for j in range(line, line + 64, 8):
-            a = _crc32c_u64(a, _load_u64(data, j))
-            b = _crc32c_u64(b, _load_u64(data, j + lane))
-            d = _crc32c_u64(d, _load_u64(data, j + 2 * lane))
+            a = _crc32c_u64(a, load_u64(data, j))
+            b = _crc32c_u64(b, load_u64(data, j + lane))
+            d = _crc32c_u64(d, load_u64(data, j + 2 * lane))
     return _shift(table, _shift(table, a) ^ b) ^ d
 
 
@@ -329,7 +314,7 @@ def crc32c_hw(data, start, end, wide=HW_VCLMUL):
         c = _three_lanes(data, i, c, CRC_LANE, CRC32C_SHIFT, end)
         i += 3 * CRC_LANE
     while end - i >= 8:
-        c = _crc32c_u64(c, _load_u64(data, i))
+        c = _crc32c_u64(c, load_u64(data, i))
         i += 8
     while i < end:
         c = _crc32c_u8(c, data[i])
@@ -533,17 +518,17 @@ def crc32_legacy(table, data, start, end):
 def _fold_lanes(data, i, end, c, k64_lo, k64_hi):
     """Register c and data[i:] folded 64 bytes at a time in four 128-bit lanes -> (the four
     lanes' words, where it stopped). The caller checked end - i >= 64."""
-    a0 = _load_u64(data, i) ^ np.uint64(c)
-    a1 = _load_u64(data, i + 8)
-    b0, b1 = _load_u64(data, i + 16), _load_u64(data, i + 24)
-    c0, c1 = _load_u64(data, i + 32), _load_u64(data, i + 40)
-    d0, d1 = _load_u64(data, i + 48), _load_u64(data, i + 56)
+    a0 = load_u64(data, i) ^ np.uint64(c)
+    a1 = load_u64(data, i + 8)
+    b0, b1 = load_u64(data, i + 16), load_u64(data, i + 24)
+    c0, c1 = load_u64(data, i + 32), load_u64(data, i + 40)
+    d0, d1 = load_u64(data, i + 48), load_u64(data, i + 56)
     i += 64
     while end - i >= 64:
-        a0, a1 = _fold(a0, a1, k64_lo, k64_hi, _load_u64(data, i), _load_u64(data, i + 8))
-        b0, b1 = _fold(b0, b1, k64_lo, k64_hi, _load_u64(data, i + 16), _load_u64(data, i + 24))
-        c0, c1 = _fold(c0, c1, k64_lo, k64_hi, _load_u64(data, i + 32), _load_u64(data, i + 40))
-        d0, d1 = _fold(d0, d1, k64_lo, k64_hi, _load_u64(data, i + 48), _load_u64(data, i + 56))
+        a0, a1 = _fold(a0, a1, k64_lo, k64_hi, load_u64(data, i), load_u64(data, i + 8))
+        b0, b1 = _fold(b0, b1, k64_lo, k64_hi, load_u64(data, i + 16), load_u64(data, i + 24))
+        c0, c1 = _fold(c0, c1, k64_lo, k64_hi, load_u64(data, i + 32), load_u64(data, i + 40))
+        d0, d1 = _fold(d0, d1, k64_lo, k64_hi, load_u64(data, i + 48), load_u64(data, i + 56))
         i += 64
     return a0, a1, b0, b1, c0, c1, d0, d1, i
 
@@ -580,7 +565,7 @@ def _fold_to_16(data, i, end, c, fold, wide):
     a0, a1 = _fold(a0, a1, k16_lo, k16_hi, c0, c1)
     a0, a1 = _fold(a0, a1, k16_lo, k16_hi, d0, d1)
     while end - i >= 16:
-        a0, a1 = _fold(a0, a1, k16_lo, k16_hi, _load_u64(data, i), _load_u64(data, i + 8))
+        a0, a1 = _fold(a0, a1, k16_lo, k16_hi, load_u64(data, i), load_u64(data, i + 8))
         i += 16
     return a0, a1, i
 
@@ -1045,10 +1030,8 @@ def _put_i32(dst, at, v):
 
 
 @njit(inline="always")
-def _put_view(dst, r, src, pos, n, vbase):
-    """Row r of a binary_view column: src[pos:pos + n] (null when n < 0: an empty view, the
-    validity bitmap says null). Longer values name their window of ``src``: buffer
-    vbase + (pos >> 30), at pos's offset inside it (the caller keeps values under 1 GiB)."""
+def _put_view_bytes(dst, r, src, pos, n, vbase):
+    """``_put_view`` a byte at a time (a value at the end of its region, a big-endian CPU)."""
     at = 16 * r
     m = max(n, 0)
     _put_i32(dst, at, m)
@@ -1061,6 +1044,37 @@ def _put_view(dst, r, src, pos, n, vbase):
         copy_bytes(src, pos, 4, dst, at + 4)  # the prefix
         _put_i32(dst, at + 8, vbase + (pos >> VIEW_WINDOW_BITS))
         _put_i32(dst, at + 12, pos & ((1 << VIEW_WINDOW_BITS) - 1))
+
+
+@njit(inline="always")
+def _put_view(dst, r, src, pos, n, vbase, end):
+    """Row r of a binary_view column: src[pos:pos + n] (null when n < 0: an empty view, the
+    validity bitmap says null). Longer values name their window of ``src``: buffer
+    vbase + (pos >> 30), at pos's offset inside it (the caller keeps values under 1 GiB).
+    Written as two words, the bytes of an inline value read as two words too where 12 bytes
+    lie before ``end`` (the end of what may be read): 1 KB records with views, the record walk
+    18.2 -> 17.1 ns a record (Numba left the byte stores apart)."""
+    m = max(n, 0)
+    if not LITTLE or (m <= VIEW_INLINE and pos + VIEW_INLINE > end):
+        _put_view_bytes(dst, r, src, pos, n, vbase)
+        return
+    length = np.uint64(m)
+    if m > VIEW_INLINE:
+        head = length | (np.uint64(load_u32(src, pos)) << np.uint64(32))  # the prefix
+        tail = np.uint64(vbase + (pos >> VIEW_WINDOW_BITS)) | (
+            np.uint64(pos & ((1 << VIEW_WINDOW_BITS) - 1)) << np.uint64(32)
+        )
+    else:  # the value's bytes, and zeros after them
+        lo, hi = load_u64(src, pos), np.uint64(load_u32(src, pos + 8))
+        if m < 8:
+            lo &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
+            hi = np.uint64(0)
+        else:
+            hi &= (np.uint64(1) << np.uint64(8 * (m - 8))) - np.uint64(1)
+        head = length | (lo << np.uint64(32))
+        tail = (lo >> np.uint64(32)) | (hi << np.uint64(32))
+    store_u64(dst, 16 * r, head)
+    store_u64(dst, 16 * r + 8, tail)
 
 
 # _record_note: both walks write a record's columns with the same lines, written out in each.
@@ -1167,8 +1181,8 @@ def _walk_v2(
             v_off[n] = vc
             h_off[n] = hc
             if views:
-                _put_view(kv, n, src, kpos, klen if payloads else -1, vbase)
-                _put_view(vv, n, src, vpos, vlen if payloads else -1, vbase)
+                _put_view(kv, n, src, kpos, klen if payloads else -1, vbase, end)
+                _put_view(vv, n, src, vpos, vlen if payloads else -1, vbase, end)
             elif payloads:
                 if klen > 0:
                     copy_bytes(src, kpos, klen, kd, kc)
@@ -1319,8 +1333,8 @@ def _walk_legacy(
             v_off[n] = t[2]
             h_off[n] = t[3]
             if views:
-                _put_view(kv, n, src, kpos, klen if payloads else -1, vbase)
-                _put_view(vv, n, src, vpos, vlen if payloads else -1, vbase)
+                _put_view(kv, n, src, kpos, klen if payloads else -1, vbase, end)
+                _put_view(vv, n, src, vpos, vlen if payloads else -1, vbase, end)
             elif payloads:
                 if klen > 0:
                     copy_bytes(src, kpos, klen, kd, t[1])

@@ -12,7 +12,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from arrowkafka.kernels import tiers
-from arrowkafka.kernels.memory import copy_bytes, raw, zeros
+from arrowkafka.kernels.memory import copy_bytes, load_u32, load_u64, raw, store_u64, zeros
 
 
 @njit
@@ -100,3 +100,34 @@ def test_ranges_with_strided_starts_decode_as_contiguous_ones() -> None:
     pairs = np.array([[k * len(body), (k + 1) * len(body)] for k in range(n)], np.int64)
     got = ak.decode(Ranges(data, pairs[:, 0], pairs[:, 1]), "ProduceRequest", 9, kernel="interpreter")
     assert got.equals(ak.decode([body] * n, "ProduceRequest", 9, kernel="interpreter"))
+
+
+@njit
+def _words(src, dst, at):
+    """The words at every offset from ``at`` on: (u32, u64) read, and each u64 written back
+    at the same offset of ``dst`` (a window of 8 bytes at a time)."""
+    n = len(src) - 8 - at
+    out32, out64 = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    for i in range(n):
+        out32[i] = load_u32(src, at + i)
+        out64[i] = load_u64(src, at + i)
+        store_u64(dst, at + i, out64[i])
+    return out32, out64
+
+
+def test_words_are_little_endian_at_any_offset() -> None:
+    """``load_u32``/``load_u64`` read the little-endian word at any byte (unaligned), and
+    ``store_u64`` writes one there, touching nothing else (compiled, and as Python where
+    NUMBA_DISABLE_JIT)."""
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 256, 64, dtype=np.uint8)
+    for at in (0, 1, 3, 7):
+        dst = np.full(64, 0xAA, np.uint8)
+        w32, w64 = _words(src, dst, at)
+        for i in range(len(w32)):
+            assert int(w32[i]) == int.from_bytes(src[at + i : at + i + 4].tobytes(), "little"), (at, i)
+            assert int(w64[i]) == int.from_bytes(src[at + i : at + i + 8].tobytes(), "little"), (at, i)
+        # each store wrote src's 8 bytes at its offset: together, src from ``at`` on
+        last = at + len(w64) - 1 + 8
+        assert np.array_equal(dst[at:last], src[at:last])
+        assert (dst[:at] == 0xAA).all() and (dst[last:] == 0xAA).all()
