@@ -220,8 +220,9 @@ def batches_table(hdr: np.ndarray, errors: list[str | None]) -> pa.Table:
     str_data = np.empty((rows[kb.STRING], nb * int(names[2].max())), np.uint8)
     kb.batch_columns(hdr, layout.kinds, layout.slots, by_kind[8], by_kind[4], by_kind[2], by_kind[1],
                      by_kind[kb.BITS], valid, whole, str_offsets, str_data, *names)  # fmt: skip
-    # each kind's rows in one Arrow buffer, sliced per column (a row is ``step`` bytes)
-    buffers = {kind: (pa.py_buffer(a), a.strides[0]) for kind, a in by_kind.items()}
+    # each kind's rows in one Arrow buffer, sliced per column (a row is ``step`` bytes; not the
+    # array's stride, which numpy may set to the itemsize where a dimension is 0)
+    buffers = {kind: (pa.py_buffer(a), a.shape[1] * a.itemsize) for kind, a in by_kind.items()}
     valid_buffer, all_valid = pa.py_buffer(valid), whole.tolist()
     arrays = []
     for kind, s, type_, j in layout.columns:

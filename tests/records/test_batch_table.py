@@ -63,3 +63,14 @@ def test_each_batch_reads_alike_alone_and_among_others() -> None:
     crcs = [_crc(e) for _, e in read]
     assert [r["crc"] for r, _ in read] == crcs and max(crcs) >= 1 << 31
     assert [r["crc"] for r in together if r["magic"] == 7] == [None]
+
+
+def test_no_batches_give_an_empty_table_of_the_schema() -> None:
+    """Inputs with no batch (no element, an empty one, a null) give the batches table with no
+    rows: its columns are slices of buffers of no bytes."""
+    from arrowkafka.records.tables import BATCHES_SCHEMA
+
+    for records in ([], [b""], [None], [b"", None]):
+        got = ak.decode_records(records)
+        assert got.batches.num_rows == 0 and got.records.num_rows == 0, records
+        assert got.batches.schema.equals(BATCHES_SCHEMA), records
