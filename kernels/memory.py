@@ -60,24 +60,20 @@ def _word_at(context, builder, signature, args, bits):
     return builder.bitcast(builder.gep(base, [at]), ir.IntType(bits).as_pointer())
 
 
-@intrinsic
-def _load_u32(typingctx, arr, i):
-    sig = types.uint32(arr, i)
+def _word_loader(bits):
+    """An intrinsic reading the unsigned ``bits``-bit word at byte i of arr (unaligned)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.load(_word_at(context, builder, signature, args, 32), align=1)
+    @intrinsic
+    def load(typingctx, arr, i):
+        def codegen(context, builder, signature, args):
+            return builder.load(_word_at(context, builder, signature, args, bits), align=1)
 
-    return sig, codegen
+        return types.Integer(f"uint{bits}")(arr, i), codegen
+
+    return load
 
 
-@intrinsic
-def _load_u64(typingctx, arr, i):
-    sig = types.uint64(arr, i)
-
-    def codegen(context, builder, signature, args):
-        return builder.load(_word_at(context, builder, signature, args, 64), align=1)
-
-    return sig, codegen
+_load_u32, _load_u64 = _word_loader(32), _word_loader(64)
 
 
 @intrinsic
