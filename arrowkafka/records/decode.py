@@ -214,7 +214,6 @@ def _walk(
     legacy = (hdr[k.H_MAGIC, compressed] < 2).tolist()
     todo = compressed.tolist()
     lz4_run = LZ4_DECOMPRESS and 3 in codecs
-    lz4_regions = np.empty(2 * len(todo) if lz4_run else 0, np.int64)
     view = data.data
     sink = Sink(SEGMENT + WALK_GROUP if views else 2 * WALK_GROUP)
     segments: list[np.ndarray] = []  # views: the buffers done
@@ -231,11 +230,10 @@ def _walk(
         while i < len(todo) and sink.at - at < WALK_GROUP:
             c, codec = todo[i], codecs[i]
             if codec == 3 and lz4_run:
-                j, sink.at, left = kl.lz4_batches(LZ4_DECOMPRESS, data, codec_arr, start_arr, end_arr, i,
-                                                  sink.buf, sink.at, WALK_GROUP - (sink.at - at), cap,
-                                                  lz4_regions)  # fmt: skip
-                done += todo[i:j]
-                regions += lz4_regions[2 * i : 2 * j].tolist()
+                # (the kernel sets the regions of the batches it reads)
+                j, sink.at, left = kl.lz4_batches(LZ4_DECOMPRESS, data, codec_arr, start_arr, end_arr,
+                                                  compressed, i, sink.buf, sink.at,
+                                                  WALK_GROUP - (sink.at - at), cap, hdr)  # fmt: skip
                 c, i = todo[j - 1] if j > i else c, j
                 g = c + 1 if sink.at - at >= WALK_GROUP else nb
                 if left != kl.PYTHON:
