@@ -1,8 +1,9 @@
-"""kernels/memory.copy_bytes: the same bytes as a slice copy, compiled and as Python (the
-plain-Python tier's stand-in), at every length and offset around the sizes memcpy switches
-strategy at; nothing outside the target range is touched. ``raw``: a bare pointer that reads
-as its array, for C-contiguous arrays only. ``zeros``: ``np.zeros`` for 1 and 2 dimensions,
-whose compiled kernels need none of Numba's array module to load."""
+"""kernels/memory.copy_bytes: the same bytes as a slice copy, compiled and as Python (the plain-
+Python tier's stand-in), at every length up to 40 (it copies 1-3 bytes one at a time, 4-16 as
+two words that may overlap, the rest by memcpy) and around the sizes memcpy switches strategy
+at, at several offsets; nothing outside the target range is touched. ``raw``: a bare pointer
+that reads as its array, for C-contiguous arrays only. ``zeros``: ``np.zeros`` for 1 and 2
+dimensions, whose compiled kernels need none of Numba's array module to load."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from numba import njit
 from numba.core.errors import TypingError
 
 from arrowkafka.kernels import tiers
-from arrowkafka.kernels.memory import copy_bytes, load_u32, load_u64, raw, store_u64, zeros
+from arrowkafka.kernels.memory import copy_bytes, load_u32, load_u64, raw, store_u32, store_u64, zeros
 
 
 @njit
@@ -27,7 +28,7 @@ def test_copy_bytes_is_a_slice_copy() -> None:
     cases = np.array(
         [
             (pos, n, at)
-            for n in (0, 1, 7, 8, 15, 16, 17, 31, 33, 255, 1000)
+            for n in (*range(41), 63, 64, 65, 255, 1000)
             for pos, at in ((0, 0), (5, 3), (100, 2000))
         ],
         np.int64,
@@ -103,27 +104,28 @@ def test_ranges_with_strided_starts_decode_as_contiguous_ones() -> None:
 
 
 @njit
-def _words(src, dst, at):
-    """The words at every offset from ``at`` on: (u32, u64) read, and each u64 written back
-    at the same offset of ``dst`` (a window of 8 bytes at a time)."""
+def _words(src, dst, dst32, at):
+    """The words at every offset from ``at`` on: (u32, u64) read, and each written back at the
+    same offset of ``dst`` (u64) and ``dst32`` (u32), a window at a time."""
     n = len(src) - 8 - at
     out32, out64 = np.empty(n, np.uint64), np.empty(n, np.uint64)
     for i in range(n):
         out32[i] = load_u32(src, at + i)
         out64[i] = load_u64(src, at + i)
         store_u64(dst, at + i, out64[i])
+        store_u32(dst32, at + i, out32[i])
     return out32, out64
 
 
 def test_words_are_little_endian_at_any_offset() -> None:
     """``load_u32``/``load_u64`` read the little-endian word at any byte (unaligned), and
-    ``store_u64`` writes one there, touching nothing else (compiled, and as Python where
+    ``store_u32``/``store_u64`` write one there, touching nothing else (compiled, and as Python where
     NUMBA_DISABLE_JIT)."""
     rng = np.random.default_rng(5)
     src = rng.integers(0, 256, 64, dtype=np.uint8)
     for at in (0, 1, 3, 7):
-        dst = np.full(64, 0xAA, np.uint8)
-        w32, w64 = _words(src, dst, at)
+        dst, dst32 = np.full(64, 0xAA, np.uint8), np.full(64, 0xAA, np.uint8)
+        w32, w64 = _words(src, dst, dst32, at)
         for i in range(len(w32)):
             assert int(w32[i]) == int.from_bytes(src[at + i : at + i + 4].tobytes(), "little"), (at, i)
             assert int(w64[i]) == int.from_bytes(src[at + i : at + i + 8].tobytes(), "little"), (at, i)
@@ -131,3 +133,6 @@ def test_words_are_little_endian_at_any_offset() -> None:
         last = at + len(w64) - 1 + 8
         assert np.array_equal(dst[at:last], src[at:last])
         assert (dst[:at] == 0xAA).all() and (dst[last:] == 0xAA).all()
+        last32 = at + len(w32) - 1 + 4
+        assert np.array_equal(dst32[at:last32], src[at:last32])
+        assert (dst32[:at] == 0xAA).all() and (dst32[last32:] == 0xAA).all()
