@@ -298,6 +298,7 @@ def record_rows() -> list[dict[str, object]]:
             "kio 0.6.5": r["kio_mb_s"],
             f"kafkajs {KAFKAJS} (no CRC check)": r["kafkajs_mb_s"],
             "the decompression alone": r["decompress_only_mb_s"],
+            "python-lz4's lz4.frame.decompress, batch by batch": r.get("library_api_mb_s"),
             "the CRCs alone (ceiling)": r["crc_only_mb_s"],
         }
         for impl, mb in impls.items():
