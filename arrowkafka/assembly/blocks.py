@@ -50,7 +50,13 @@ def _fresh(size: int) -> np.ndarray:
     """``size`` bytes of new memory (see above), freed when the last array over it goes."""
     if not hasattr(mmap, "MAP_ANONYMOUS"):  # (not a POSIX system)
         return np.empty(size, np.uint8)
-    return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
+    try:
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as e:  # (as np.empty would say it)
+        raise MemoryError(f"cannot map {size} bytes: {e.strerror}") from None
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # small pages also where huge ones are the default
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(m, np.uint8)
 
 
 def block(nbytes: int) -> np.ndarray:
