@@ -77,3 +77,11 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sum(len(b) for b in blocks._kept) <= 8 << 20
     small = blocks.block(1000)
     assert len(small) == 1000 and all(len(b) >= blocks.SMALLEST for b in blocks._kept)
+
+
+def test_a_block_the_system_refuses_is_a_memory_error() -> None:
+    """A new block is a mapping of its own: one the system refuses (here more than any address
+    space holds) is a ``MemoryError``, as ``np.empty`` would raise, and nothing is kept."""
+    with pytest.raises(MemoryError, match="cannot map"):
+        blocks.block(1 << 60)
+    assert blocks._kept == []
