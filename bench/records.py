@@ -180,12 +180,10 @@ def _lz4_kernel_only(buf: bytes) -> int:
 def _lz4_frame_api(buf: bytes) -> int:
     """Every batch's records decompressed by python-lz4's own call for a frame
     (``lz4.frame.decompress``, a new bytes object each), as a program using the library would."""
-    pos, n, view = 0, 0, memoryview(buf)
-    while pos < len(buf):
-        length = struct.unpack_from(">i", buf, pos + 8)[0]
-        n += len(lz4.frame.decompress(view[pos + 61 : pos + 12 + length]))
-        pos += 12 + length
-    return n
+    first, last = _batch_ranges(buf, 61)
+    view = memoryview(buf)
+    pairs = zip(first.tolist(), last.tolist(), strict=True)
+    return sum(len(lz4.frame.decompress(view[a:b])) for a, b in pairs)
 
 
 def _crc_only(buf: bytes) -> int:
