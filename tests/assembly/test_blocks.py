@@ -85,3 +85,26 @@ def test_a_block_the_system_refuses_is_a_memory_error() -> None:
     with pytest.raises(MemoryError, match="cannot map"):
         blocks.block(1 << 60)
     assert blocks._kept == []
+
+
+def test_tracemalloc_counts_a_new_block_while_it_lives() -> None:
+    """Blocks are mappings numpy did not make, so ``tracemalloc`` would not see them: a test
+    that bounds what a decode allocates with it (``test_forged_count_does_not_allocate``) would
+    pass whatever the decoder mapped. They are counted as numpy's own memory is."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        b = blocks.block(24 << 20)
+        held, peak = tracemalloc.get_traced_memory()
+        assert held - before >= 24 << 20 and peak >= held
+        again = blocks.block(24 << 20)  # in use: a second mapping, counted too
+        assert tracemalloc.get_traced_memory()[0] - before >= 48 << 20
+        del b, again
+        blocks._kept.clear()
+        gc.collect()
+        assert tracemalloc.get_traced_memory()[0] - before < 1 << 20  # unmapped: no longer counted
+    finally:
+        tracemalloc.stop()
