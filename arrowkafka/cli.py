@@ -109,7 +109,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
     with _staged(Path(args.output), earlier) as stage:
         summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or (9092,),
                                  progress=_progress if sys.stderr.isatty() else None,
-                                 payloads=not getattr(args, "no_payloads", False))  # fmt: skip
+                                 payloads=not getattr(args, "no_payloads", False),
+                                 compression=getattr(args, "compression", "snappy"))  # fmt: skip
     print(summary.render())
     control = f", {len(summary.control)} of KRaft control records" if summary.control else ""
     tables = f"{len(summary.tables)} tables, the record tables{control} and rejects.parquet"
@@ -240,7 +241,7 @@ def cmd_segments(args: argparse.Namespace) -> int:
     # (the files found now: the output folder, made next, may lie under an input folder)
     earlier = _output_folder(Path(args.output), args.overwrite)
     with _staged(Path(args.output), earlier) as stage:
-        summary = decode_segments(files, stage, payloads=not args.no_payloads,
+        summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=args.compression,
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
@@ -401,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace the tables (*.parquet) an earlier run left in the output folder",
     )
+    output.add_argument(
+        "--compression",
+        choices=PARQUET_COMPRESSIONS,
+        default="snappy",
+        help="the Parquet pages' codec (default: %(default)s; zstd: smaller files, slower to write; "
+        "none: the fastest, the largest)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -483,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
     p.set_defaults(run=cmd_what_if)
     return parser
+
+
+# output.COMPRESSIONS, named here without loading pyarrow (the parser is built before
+# ``bound_heap``, which must run first; a test holds the two equal)
+PARQUET_COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 
 
 def bound_heap() -> None:

@@ -17,16 +17,29 @@ import pyarrow.parquet as pq
 from arrowkafka.assembly.arrays import empty_table
 from arrowkafka.schema import portable_table
 
-__all__ = ["ParquetTables", "frames_line", "record_lines"]
+__all__ = ["COMPRESSIONS", "ParquetTables", "check_compression", "frames_line", "record_lines"]
+
+# The codecs a job's Parquet pages can be compressed with (every reader tested takes each):
+# snappy, the default (Spark's too); zstd, smaller files for more time; lz4 (Parquet's
+# LZ4_RAW); gzip; none, the fastest to write and the largest.
+COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
+
+
+def check_compression(compression: str) -> str:
+    """``compression`` if it is one of ``COMPRESSIONS``, else a ValueError naming them."""
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"no Parquet compression {compression!r} (one of {', '.join(COMPRESSIONS)})")
+    return compression
 
 
 class ParquetTables:
     """One Parquet file per table under ``out``: ``<name>.parquet``, or with ``part`` the file
     ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task). ``out`` None:
-    nothing is written."""
+    nothing is written. ``compression``: one of ``COMPRESSIONS``."""
 
-    def __init__(self, out: Path | None, part: str | None = None) -> None:
+    def __init__(self, out: Path | None, part: str | None = None, compression: str = "snappy") -> None:
         self.out, self.part = out, part
+        self.compression = check_compression(compression)
         self.open: dict[str, pq.ParquetWriter] = {}
         self.written_empty: list[str] = []  # tables ``close`` wrote with no rows
 
@@ -44,7 +57,8 @@ class ParquetTables:
             return
         table = portable_table(table)  # types every reader takes, Spark's included
         if name not in self.open:
-            self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **writer_options(table.schema))
+            options = writer_options(table.schema, self.compression)
+            self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **options)
         self.open[name].write_table(table)
 
     def close(self, empty: dict[str, pa.Schema]) -> None:
@@ -57,7 +71,9 @@ class ParquetTables:
         for name, schema in empty.items():
             if name not in self.open:
                 self.written_empty.append(name)
-                pq.write_table(portable_table(empty_table(schema)), self.path(name))
+                pq.write_table(
+                    portable_table(empty_table(schema)), self.path(name), compression=self.compression
+                )
 
     def abort(self) -> None:
         """The job failed: its tables go (each holds only what was written before the failure,
@@ -74,11 +90,12 @@ class ParquetTables:
                     self.path(name).parent.rmdir()
 
 
-def writer_options(schema: pa.Schema) -> dict[str, Any]:
+def writer_options(schema: pa.Schema, compression: str = "snappy") -> dict[str, Any]:
     """How a table is written: dictionaries for its strings and binaries only; statistics for
     its top-level columns only (what readers skip row groups by: times, ids, versions); values
-    handed to the encoders 64K at a time, not 1K."""
+    handed to the encoders 64K at a time, not 1K; pages compressed with ``compression``."""
     return {
+        "compression": compression,
         "use_dictionary": _byte_array_columns(schema),
         "write_statistics": [f.name for f in schema if not pa.types.is_nested(f.type)],
         "write_batch_size": 1 << 16,

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import ParquetTables
+from arrowkafka.output import ParquetTables, check_compression
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -188,17 +188,20 @@ def decode_segments(
     progress: Callable[[str, int, int], None] | None = None,
     part: str | None = None,
     first_batch_id: int = 0,
+    compression: str = "snappy",
 ) -> SegmentSummary:
     """Decode log segment files (or the ``*.log`` files under folders) into Parquet tables under
     ``outdir``: ``record_batches``, ``records``, ``record_markers``, ``rejects``, and for the
     internal topics one table per record type (``consumer_offsets.OffsetCommit`` ...).
     ``part``: write each table as a part of a folder (``records.parquet/<part>.parquet``), with
-    batch ids from ``first_batch_id``, as the Spark job does per task."""
+    batch ids from ``first_batch_id``, as the Spark job does per task. ``compression``: the
+    Parquet pages' codec, one of ``output.COMPRESSIONS``."""
+    check_compression(compression)
     files = segment_files(paths)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     schemas = segment_schemas(payloads)
-    writers = ParquetTables(out, part)
+    writers = ParquetTables(out, part, compression)
     summary = SegmentSummary(first_batch_id=first_batch_id)
     try:
         for path in files:

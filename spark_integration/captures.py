@@ -457,6 +457,7 @@ def decode_captures(
     writers: int = 8,
     payloads: bool = True,
     chunk_bytes: int | None = None,
+    compression: str = "snappy",
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
@@ -472,10 +473,15 @@ def decode_captures(
     The frames and the decoded rows are cached while the tables are written (``writers`` of
     them at a time), then released. Timestamps are written as Parquet TIMESTAMP_MICROS (UTC):
     the session's ``spark.sql.parquet.outputTimestampType`` is set for the writes and put back.
+    ``compression``: as ``arrowkafka decode --compression`` (lz4 is Spark's ``lz4_raw``, the
+    codec pyarrow writes).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from arrowkafka.output import check_compression
+
+    codec = {"lz4": "lz4_raw"}.get(check_compression(compression), compression)
     out = str(outdir)
     folders = tuple(str(f) for f in specs)
     frames = capture_frames(spark, paths, broker_ports=broker_ports, specs=specs, chunk_bytes=chunk_bytes)
@@ -521,7 +527,10 @@ def decode_captures(
             try:
                 with ThreadPoolExecutor(max(1, writers)) as pool:
                     done = [
-                        pool.submit(df.write.mode("overwrite").parquet, f"{out}/{name}.parquet")
+                        pool.submit(
+                            df.write.mode("overwrite").option("compression", codec).parquet,
+                            f"{out}/{name}.parquet",
+                        )
                         for name, df in jobs.items()
                     ]
                     for d in done:

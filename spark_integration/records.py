@@ -89,33 +89,39 @@ def decode_records_column(
     return df.mapInArrow(_DecodeRecords(column, what, payloads, out), spark_schema)
 
 
-def _segment_task(outdir: str, payloads: bool) -> Any:
+def _segment_task(outdir: str, payloads: bool, compression: str) -> Any:
     def run(index: int, files: Iterator[str]) -> Iterator[SegmentSummary]:
         from arrowkafka.segments import decode_segments as decode
 
         for path in files:
-            yield decode(
-                [path], outdir, payloads=payloads, part=f"part-{index:05d}", first_batch_id=index << 40
-            )
+            yield decode([path], outdir, payloads=payloads, part=f"part-{index:05d}",
+                         first_batch_id=index << 40, compression=compression)  # fmt: skip
 
     return run
 
 
 def decode_segments(
-    spark: SparkSession, paths: str | Sequence[str], outdir: str | Path, *, payloads: bool = True
+    spark: SparkSession,
+    paths: str | Sequence[str],
+    outdir: str | Path,
+    *,
+    payloads: bool = True,
+    compression: str = "snappy",
 ) -> SegmentSummary:
     """Log segment files (or the ``*.log`` files under folders) decoded on Spark, one task per
     file, into ``outdir``: ``record_batches.parquet``, ``records.parquet``, ... each a folder
     of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes; the
     tasks' summaries added up. The workers must see the paths and ``outdir`` (local mode, or a
-    shared file system)."""
+    shared file system). ``compression``: as ``arrowkafka segments --compression``."""
+    from arrowkafka.output import check_compression
     from arrowkafka.segments import SegmentSummary, segment_files
 
+    check_compression(compression)
     files = [str(p) for p in segment_files([paths] if isinstance(paths, str) else paths)]
     Path(outdir).mkdir(parents=True, exist_ok=True)
     summary = SegmentSummary()
     if files:
         rdd = spark.sparkContext.parallelize(files, len(files))
-        for task in rdd.mapPartitionsWithIndex(_segment_task(str(outdir), payloads)).collect():
+        for task in rdd.mapPartitionsWithIndex(_segment_task(str(outdir), payloads, compression)).collect():
             summary.add(task)
     return summary

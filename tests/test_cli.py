@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from arrowkafka.cli import main
@@ -196,6 +197,7 @@ def test_options_are_checked_and_explained() -> None:
     )
     _usage_error(_run("decode", str(SAMPLE), "-o", "x", "--port", "kafka"), "'kafka' is not a TCP port")
     _usage_error(_run("specs", "--type", "requests"), "invalid choice: 'requests'")
+    _usage_error(_run("segments", str(SAMPLE), "-o", "x", "--compression", "lzo"), "invalid choice: 'lzo'")
     _usage_error(_run("decode", str(SAMPLE)), "the following arguments are required: -o/--output")
     version = _run("--version")
     assert version.returncode == 0 and re.fullmatch(r"arrowkafka \d+\.\d+\S*\n", version.stdout), version
@@ -519,3 +521,22 @@ def test_a_job_takes_the_system_allocator_for_arrow_unless_a_pool_is_named(
     out = run.stdout
     assert "pyarrow loaded first: False" in out
     assert f"pool: {named or 'system'}" in out
+
+
+def test_the_tables_are_compressed_as_asked(tmp_path: Path) -> None:
+    from tests.test_output import codecs_of
+
+    assert (
+        main(["decode", str(SAMPLE), "-o", str(tmp_path / "zstd"), "--compression", "zstd"]) == 1
+    )  # (one reject)
+    assert codecs_of(tmp_path / "zstd") == {"ZSTD"}
+    assert main(["decode", str(SAMPLE), "-o", str(tmp_path / "default")]) == 1
+    assert codecs_of(tmp_path / "default") == {"SNAPPY"}
+    log = tmp_path / "logs" / "orders-0" / "00000000000000000000.log"
+    log.parent.mkdir(parents=True)
+    records = pq.read_table(tmp_path / "zstd" / "ProduceRequest.parquet").to_pylist()
+    log.write_bytes(records[0]["topic_data"][0]["partition_data"][0]["records"])
+    assert (
+        main(["segments", str(tmp_path / "logs"), "-o", str(tmp_path / "seg"), "--compression", "none"]) == 0
+    )
+    assert codecs_of(tmp_path / "seg") == {"UNCOMPRESSED"}

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import duckdb
+import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from arrowkafka.output import ParquetTables
+import arrowkafka as ak
+from arrowkafka.output import COMPRESSIONS, ParquetTables
+from arrowkafka.segments import decode_segments
+from arrowkafka.traffic import decode_capture
+from tests.conftest import SHARED
 
 SCHEMA = pa.schema([pa.field("n", pa.int64())])
 
@@ -53,3 +62,56 @@ def test_a_failed_task_leaves_no_part_and_no_folder_of_its_own(tmp_path: Path) -
     # the other task's parts stay; the folder only the failed task made goes
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
         "a.parquet", "a.parquet/task-0.parquet", "b.parquet", "b.parquet/task-0.parquet"]  # fmt: skip
+
+
+def codecs_of(folder: Path) -> set[str]:
+    """The codecs of every column chunk of every Parquet file under ``folder``, as DuckDB reads
+    them from the footers (pyarrow names LZ4_RAW "LZ4")."""
+    out: set[str] = set()
+    for path in folder.rglob("*.parquet"):
+        if path.is_file():
+            rows = duckdb.sql(f"SELECT DISTINCT compression FROM parquet_metadata('{path}')").fetchall()
+            out |= {r[0] for r in rows}
+    return out
+
+
+NESTED = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
+])  # fmt: skip
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_each_compression_is_written_and_read_by_other_readers(tmp_path: Path, compression: str) -> None:
+    rows = [{"key": b"k%d" % i, "headers": [{"key": "h", "value": b"x" * i}]} for i in range(1000)]
+    out = ParquetTables(tmp_path, compression=compression)
+    out.write("records", pa.Table.from_pylist(rows, NESTED))
+    out.close({"records": NESTED, "empty": SCHEMA})
+    want = {"none": "UNCOMPRESSED", "lz4": "LZ4_RAW"}.get(compression, compression.upper())
+    assert codecs_of(tmp_path) == {want}
+    path = str(tmp_path / "records.parquet")
+    got = duckdb.sql(f"SELECT count(*), sum(octet_length(headers[1].value)) FROM '{path}'").fetchall()
+    assert got == [(1000, 499500)]
+    assert pd.read_parquet(path)["key"].tolist() == [r["key"] for r in rows]
+    assert pl.read_parquet(path)["headers"].to_list() == [r["headers"] for r in rows]
+
+
+def test_an_unknown_compression_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(
+        ValueError, match=re.escape("no Parquet compression 'brotli' (one of snappy, zstd, lz4, gzip, none)")
+    ):
+        ParquetTables(tmp_path, compression="brotli")
+    specs = ak.load_specs()
+    with pytest.raises(ValueError, match="no Parquet compression 'lzo'"):
+        decode_capture(
+            [SHARED / "captures" / "tansu_confluent.pcap"], tmp_path / "out", specs, compression="lzo"
+        )
+    with pytest.raises(ValueError, match="no Parquet compression 'lzo'"):
+        decode_segments([tmp_path], tmp_path / "seg", compression="lzo")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_commands_offer_the_codecs_jobs_write() -> None:
+    from arrowkafka.cli import PARQUET_COMPRESSIONS
+
+    assert PARQUET_COMPRESSIONS == COMPRESSIONS

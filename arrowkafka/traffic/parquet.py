@@ -12,7 +12,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from arrowkafka.api import SpecSet
-from arrowkafka.output import ParquetTables
+from arrowkafka.output import ParquetTables, check_compression
 from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
@@ -46,6 +46,7 @@ def decode_capture(
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int | None], None] | None = None,
     payloads: bool = True,
+    compression: str = "snappy",
 ) -> Summary:
     """Decode captures into Parquet tables under ``outdir`` (nothing written if None): a chunk
     at a time, each chunk's rows appended to the tables as a row group, so memory is bounded
@@ -54,12 +55,14 @@ def decode_capture(
     The records of Produce requests and Fetch responses also go to ``record_batches``,
     ``records`` and ``record_markers`` (``traffic.records``). ``payloads=False`` leaves record
     bytes out of everything written: keys and values (their sizes stay), the message tables'
-    ``records`` fields, and the raw bytes of rejects."""
+    ``records`` fields, and the raw bytes of rejects. ``compression``: the Parquet pages'
+    codec, one of ``output.COMPRESSIONS``."""
     summary = Summary()
+    check_compression(compression)
     out = None if outdir is None else Path(outdir)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    written = ParquetTables(out)
+    written = ParquetTables(out, compression=compression)
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
     schemas: dict[str, pa.Schema] = {}  # every table held: written with no rows if it gets none
     held_bytes = 0

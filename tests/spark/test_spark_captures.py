@@ -19,6 +19,7 @@ from arrowkafka.cli import main
 from arrowkafka.spark import decode_captures, spark_arrow_type
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
+from tests.test_output import codecs_of
 from tests.traffic.capwriters import controller_fetch_capture
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore")]
@@ -126,10 +127,15 @@ def test_records_chunk_by_chunk_with_a_rejected_batch(
     before = spark.conf.get(key)
     spark.conf.set(key, "50")
     try:
-        summary = decode_captures(spark, paths, tmp_path / "spark", payloads=False, chunk_bytes=16 << 10)
+        summary = decode_captures(spark, paths, tmp_path / "spark", payloads=False, chunk_bytes=16 << 10,
+                                  compression="lz4")  # fmt: skip
     finally:
         spark.conf.set(key, before)
-    cli = decode_capture(paths, tmp_path / "cli", specs, payloads=False, chunk_bytes=16 << 10)
+    cli = decode_capture(
+        paths, tmp_path / "cli", specs, payloads=False, chunk_bytes=16 << 10, compression="lz4"
+    )
+    # the codec asked for: Spark's lz4_raw is pyarrow's lz4
+    assert codecs_of(tmp_path / "spark") == codecs_of(tmp_path / "cli") == {"LZ4_RAW"}
 
     assert (summary.frames_in, summary.rows, summary.rejects) == (cli.frames_in, cli.rows, cli.rejects)
     assert (summary.record_batches, summary.records, summary.record_rejects) == (

@@ -13,6 +13,7 @@ import arrowkafka as ak
 from arrowkafka.segments import decode_segments as local_segments
 from arrowkafka.spark import decode_records_column, decode_segments
 from tests.records.batchtools import Rec, build
+from tests.test_output import codecs_of
 
 pytestmark = pytest.mark.spark
 
@@ -53,8 +54,9 @@ def test_segments_one_task_per_file(spark: Any, tmp_path: Path) -> None:
         d = tmp_path / "logs" / f"orders-{part}"
         d.mkdir(parents=True)
         (d / "00000000000000000000.log").write_bytes(b"".join(_values()[:4]))
-    summary = decode_segments(spark, str(tmp_path / "logs"), tmp_path / "out")
+    summary = decode_segments(spark, str(tmp_path / "logs"), tmp_path / "out", compression="zstd")
     local = local_segments([tmp_path / "logs"], tmp_path / "local")
+    assert codecs_of(tmp_path / "out") == {"ZSTD"} and codecs_of(tmp_path / "local") == {"SNAPPY"}
     assert (summary.files, summary.batches, summary.records, summary.rejects) == (
         3, local.batches, local.records, 0)  # fmt: skip
     got = spark.read.parquet(str(tmp_path / "out" / "records.parquet"))
