@@ -95,7 +95,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    bound_heap()  # (first: before pyarrow is loaded)
     from arrowkafka.traffic import decode_capture
 
     # each capture once, however often named (its frames would be decoded twice over)
@@ -104,6 +103,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         _check_capture(capture)
     specs = _specs(args)
     earlier = _output_folder(Path(args.output), args.overwrite, list(specs))
+    bound_heap()
     _say_if_compiling()
 
     with _staged(Path(args.output), earlier) as stage:
@@ -234,7 +234,6 @@ def _progress(capture: str, done: int, size: int | None) -> None:
 
 
 def cmd_segments(args: argparse.Namespace) -> int:
-    bound_heap()  # (first: before pyarrow is loaded)
     from arrowkafka.segments import decode_segments, segment_files
 
     files = segment_files(args.paths)  # every path readable, and a folder with segments, first
@@ -493,8 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# output.COMPRESSIONS, named here without loading pyarrow (the parser is built before
-# ``bound_heap``, which must run first; a test holds the two equal)
+# output.COMPRESSIONS, named here without loading pyarrow (the command starts before its
+# heavy imports; a test holds the two equal)
 PARQUET_COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 
 
@@ -507,25 +506,13 @@ def bound_heap() -> None:
     array afresh, and each fresh page costs a fault on its first write. And the heap keeps up
     to 64 MB freed at its top (glibc's default is 128 KB): each chunk's mid-sized arrays would
     otherwise fault in pages the last chunk gave back. Process-wide settings, so the CLI makes
-    them, not the library (the figures behind them: ``bench/scale.py``).
-
-    Arrow's buffers come from the same allocator (its system pool) unless the environment
-    names a pool: its default, mimalloc, asks for 2 MiB pages, which on a virtual machine that
-    backs memory only once touched cost 2 ms a MB when new, and keeps what it frees. Captures
-    to Parquet, one core, pairs taken in turns (2026-11-29): peak RSS 757-766 -> 664-670 MB
-    (bulk, 180 MB), 645-648 -> 569-575 (control-plane copies, 80 MB: 51-86 MB/s -> 80-83),
-    311-312 -> 282-283 (8 MB); log segments, 0.5 GB: 394-422 -> 341-382 MB (264-298 without
-    payloads); speed otherwise within the noise."""
+    them, not the library (the figures behind them: ``bench/scale.py``). Arrow's own pool
+    (mimalloc) is left as it is: the system's allocator for Arrow's buffers too took 8-14%
+    off the peak RSS of captures to Parquet, but the bulk capture decoded again and again in
+    one process ran at 100-106 MB/s against mimalloc's 150-155, and 2 GB of it at 92-102
+    against 129-137 (jemalloc alike, with or without its decay; 2026-11-29)."""
     import ctypes
     import ctypes.util
-
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:  # (a pool the user named stands)
-        # named before pyarrow is loaded, it is also the pool Arrow's C++ code takes by
-        # default (the Parquet writer's compression, compute functions), not only pyarrow's
-        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
-        import pyarrow as pa
-
-        pa.set_memory_pool(pa.system_memory_pool())
 
     name = ctypes.util.find_library("c")
     try:

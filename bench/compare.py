@@ -226,9 +226,8 @@ def capture_rows(repeat: int = 3) -> list[dict[str, object]]:
         "import os, sys, tempfile, time\n"
         "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"  # one core: threads cannot help
         "import arrowkafka as ak\n"
-        "from arrowkafka.cli import bound_heap\n"
-        "bound_heap()\n"  # as the CLI does: before pyarrow is loaded
-        "from arrowkafka.traffic import decode_capture\n"
+        "from arrowkafka.cli import bound_heap\nfrom arrowkafka.traffic import decode_capture\n"
+        "bound_heap()\n"  # as the CLI does
         "specs = ak.load_specs()\n"
         "decode_capture([sys.argv[2]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches
         "t = time.perf_counter()\n"

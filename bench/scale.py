@@ -48,8 +48,8 @@ def sample():
 threading.Thread(target=sample, daemon=True).start()
 import arrowkafka as ak
 from arrowkafka.cli import bound_heap
-bound_heap()  # as the CLI does: before pyarrow is loaded
 from arrowkafka.traffic import decode_capture
+bound_heap()
 specs = ak.load_specs()
 with tempfile.TemporaryDirectory() as warm:
     decode_capture([sys.argv[2]], warm, specs)

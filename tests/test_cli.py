@@ -499,30 +499,6 @@ def test_a_capture_named_twice_is_decoded_once(tmp_path: Path, capsys: pytest.Ca
     assert said[0] == said[1] and "frames in 245 = " in said[0]
 
 
-@pytest.mark.parametrize("named", [None, "jemalloc"])
-def test_a_job_takes_the_system_allocator_for_arrow_unless_a_pool_is_named(
-    tmp_path: Path, named: str | None
-) -> None:
-    """``decode`` (and ``segments``) set Arrow's memory pool to the system allocator before
-    pyarrow is loaded, so Arrow's C++ code takes it by default too (``cli.bound_heap``); a pool
-    the environment names stands."""
-    code = (
-        "import sys\nimport arrowkafka.cli as cli\nheap = cli.bound_heap\n"
-        "def spy():\n    print('pyarrow loaded first:', 'pyarrow' in sys.modules)\n    heap()\n"
-        "cli.bound_heap = spy\n"
-        # (status 1: the sample's one reject)
-        f"assert cli.main(['decode', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'out')!r}]) == 1\n"
-        "import pyarrow as pa\nprint('pool:', pa.default_memory_pool().backend_name)\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    if named:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = named
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    out = run.stdout
-    assert "pyarrow loaded first: False" in out
-    assert f"pool: {named or 'system'}" in out
-
-
 def test_the_tables_are_compressed_as_asked(tmp_path: Path) -> None:
     from tests.test_output import codecs_of
 
