@@ -405,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compression",
         choices=PARQUET_COMPRESSIONS,
         default="snappy",
-        help="the Parquet pages' codec (default: %(default)s; zstd: smaller files, slower to write; "
-        "none: the fastest, the largest)",
+        help="the Parquet pages' codec (default: %(default)s; zstd: smaller files, a little slower; "
+        "none: the fastest, the largest; gzip: the slowest)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
