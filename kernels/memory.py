@@ -101,19 +101,20 @@ _store_u32, _store_u64 = _word_storer(32), _word_storer(64)
 
 
 def _load_u32_py(arr, i):
-    return np.uint32(int.from_bytes(arr[i : i + 4].tobytes(), "little"))
+    return np.uint32(int.from_bytes(arr[i : i + 4].tobytes(), sys.byteorder))
 
 
 def _load_u64_py(arr, i):
-    return np.uint64(int.from_bytes(arr[i : i + 8].tobytes(), "little"))
+    return np.uint64(int.from_bytes(arr[i : i + 8].tobytes(), sys.byteorder))
 
 
+# (the low bits of a wider or negative value, as the compiled stores' cast keeps them)
 def _store_u32_py(arr, i, v):
-    arr[i : i + 4] = np.frombuffer(int(v).to_bytes(4, "little"), np.uint8)
+    arr[i : i + 4] = np.frombuffer((int(v) & 0xFFFFFFFF).to_bytes(4, sys.byteorder), np.uint8)
 
 
 def _store_u64_py(arr, i, v):
-    arr[i : i + 8] = np.frombuffer(int(v).to_bytes(8, "little"), np.uint8)
+    arr[i : i + 8] = np.frombuffer((int(v) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, sys.byteorder), np.uint8)
 
 
 def data_pointer(context, builder, ty, value):

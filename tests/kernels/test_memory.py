@@ -136,3 +136,19 @@ def test_words_are_little_endian_at_any_offset() -> None:
         last32 = at + len(w32) - 1 + 4
         assert np.array_equal(dst32[at:last32], src[at:last32])
         assert (dst32[:at] == 0xAA).all() and (dst32[last32:] == 0xAA).all()
+
+
+@njit
+def _store_wide(dst, v32, v64):
+    store_u32(dst, 1, v32)
+    store_u64(dst, 5, v64)
+
+
+def test_a_store_keeps_the_low_bits_of_a_wider_value() -> None:
+    """A value past the word's width, or negative, is written as its low bits: the compiled
+    stores cast, and their Python stand-ins (NUMBA_DISABLE_JIT) do the same."""
+    dst = np.zeros(16, np.uint8)
+    _store_wide(dst, np.int64(0x1_2345_6789), np.int64(-2))
+    assert dst[1:5].tobytes() == (0x2345_6789).to_bytes(4, "little")
+    assert dst[5:13].tobytes() == b"\xfe" + b"\xff" * 7
+    assert (dst[:1] == 0).all() and (dst[13:] == 0).all()
