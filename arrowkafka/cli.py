@@ -405,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compression",
         choices=PARQUET_COMPRESSIONS,
         default="snappy",
-        help="the Parquet pages' codec (default: %(default)s; zstd: smaller files, a little slower; "
-        "none: the fastest, the largest; gzip: the slowest)",
+        help="the Parquet pages' codec (default: %(default)s; zstd: smaller files, slower to write; "
+        "gzip: the slowest; none: the largest)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -506,11 +506,8 @@ def bound_heap() -> None:
     array afresh, and each fresh page costs a fault on its first write. And the heap keeps up
     to 64 MB freed at its top (glibc's default is 128 KB): each chunk's mid-sized arrays would
     otherwise fault in pages the last chunk gave back. Process-wide settings, so the CLI makes
-    them, not the library (the figures behind them: ``bench/scale.py``). Arrow's own pool
-    (mimalloc) is left as it is: the system's allocator for Arrow's buffers too took 8-14%
-    off the peak RSS of captures to Parquet, but the bulk capture decoded again and again in
-    one process ran at 100-106 MB/s against mimalloc's 150-155, and 2 GB of it at 92-102
-    against 129-137 (jemalloc alike, with or without its decay; 2026-11-29)."""
+    them, not the library (the figures behind them: ``bench/scale.py``). Arrow's own pool is
+    left as it is (the README's Performance section says why)."""
     import ctypes
     import ctypes.util
 

@@ -70,7 +70,8 @@ def codecs_of(folder: Path) -> set[str]:
     out: set[str] = set()
     for path in folder.rglob("*.parquet"):
         if path.is_file():
-            rows = duckdb.sql(f"SELECT DISTINCT compression FROM parquet_metadata('{path}')").fetchall()
+            quoted = str(path).replace("'", "''")
+            rows = duckdb.sql(f"SELECT DISTINCT compression FROM parquet_metadata('{quoted}')").fetchall()
             out |= {r[0] for r in rows}
     return out
 
