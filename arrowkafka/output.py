@@ -19,9 +19,9 @@ from arrowkafka.schema import portable_table
 
 __all__ = ["COMPRESSIONS", "ParquetTables", "check_compression", "frames_line", "record_lines"]
 
-# The codecs a job's Parquet pages can be compressed with (every reader tested takes each):
-# snappy, the default (Spark's too); zstd, smaller files for more time; lz4 (Parquet's
-# LZ4_RAW); gzip; none, the fastest to write and the largest.
+# The codecs a job's Parquet pages can be compressed with (DuckDB, pandas and Polars read
+# each): snappy, the default (Spark's too); zstd, smaller files for more time; lz4 (Parquet's
+# LZ4_RAW); gzip, the slowest; none, the largest (bench/parquet_codecs.py measures them).
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 
 

@@ -457,7 +457,7 @@ def decode_captures(
     writers: int = 8,
     payloads: bool = True,
     chunk_bytes: int | None = None,
-    compression: str = "snappy",
+    compression: str | None = None,
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
@@ -474,14 +474,16 @@ def decode_captures(
     them at a time), then released. Timestamps are written as Parquet TIMESTAMP_MICROS (UTC):
     the session's ``spark.sql.parquet.outputTimestampType`` is set for the writes and put back.
     ``compression``: as ``arrowkafka decode --compression`` (lz4 is Spark's ``lz4_raw``, the
-    codec pyarrow writes).
+    codec pyarrow writes); None: the session's ``spark.sql.parquet.compression.codec``.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from arrowkafka.output import check_compression
 
-    codec = {"lz4": "lz4_raw"}.get(check_compression(compression), compression)
+    options = {}  # (none: the session's codec)
+    if compression is not None:
+        options["compression"] = {"lz4": "lz4_raw"}.get(check_compression(compression), compression)
     out = str(outdir)
     folders = tuple(str(f) for f in specs)
     frames = capture_frames(spark, paths, broker_ports=broker_ports, specs=specs, chunk_bytes=chunk_bytes)
@@ -528,7 +530,7 @@ def decode_captures(
                 with ThreadPoolExecutor(max(1, writers)) as pool:
                     done = [
                         pool.submit(
-                            df.write.mode("overwrite").option("compression", codec).parquet,
+                            df.write.mode("overwrite").options(**options).parquet,
                             f"{out}/{name}.parquet",
                         )
                         for name, df in jobs.items()

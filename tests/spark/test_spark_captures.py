@@ -70,7 +70,14 @@ def assert_same_tables(spark_out: Path, cli_out: Path) -> list[str]:
 def test_captures_equal_the_cli(spark: Any, tmp_path: Path) -> None:
     paths = sorted(str(p) for p in (SHARED / "captures").glob("*.pcap"))
     assert len(paths) == 3
-    summary = decode_captures(spark, paths, tmp_path / "spark")
+    key = "spark.sql.parquet.compression.codec"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "gzip")  # no compression asked: the session's codec
+    try:
+        summary = decode_captures(spark, paths, tmp_path / "spark")
+    finally:
+        spark.conf.set(key, before)
+    assert codecs_of(tmp_path / "spark") == {"GZIP"}
     cli = decode_capture(paths, tmp_path / "cli", ak.load_specs())
 
     assert summary.frames_in == cli.frames_in == summary.rows + summary.rejects
