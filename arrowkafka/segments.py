@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import ParquetTables, check_compression
+from arrowkafka.output import ParquetTables
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -196,12 +196,11 @@ def decode_segments(
     ``part``: write each table as a part of a folder (``records.parquet/<part>.parquet``), with
     batch ids from ``first_batch_id``, as the Spark job does per task. ``compression``: the
     Parquet pages' codec, one of ``output.COMPRESSIONS``."""
-    check_compression(compression)
-    files = segment_files(paths)
     out = Path(outdir)
+    writers = ParquetTables(out, part, compression)  # (a bad codec: refused before anything is read)
+    files = segment_files(paths)
     out.mkdir(parents=True, exist_ok=True)
     schemas = segment_schemas(payloads)
-    writers = ParquetTables(out, part, compression)
     summary = SegmentSummary(first_batch_id=first_batch_id)
     try:
         for path in files:

@@ -12,7 +12,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from arrowkafka.api import SpecSet
-from arrowkafka.output import ParquetTables, check_compression
+from arrowkafka.output import ParquetTables
 from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
@@ -58,11 +58,10 @@ def decode_capture(
     ``records`` fields, and the raw bytes of rejects. ``compression``: the Parquet pages'
     codec, one of ``output.COMPRESSIONS``."""
     summary = Summary()
-    check_compression(compression)
     out = None if outdir is None else Path(outdir)
+    written = ParquetTables(out, compression=compression)  # (a bad codec: refused before the folder)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    written = ParquetTables(out, compression=compression)
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
     schemas: dict[str, pa.Schema] = {}  # every table held: written with no rows if it gets none
     held_bytes = 0
