@@ -232,7 +232,7 @@ class _Loader:
             name=name,
             versions=valid,
             fields=fields,
-            optional_fields=self.optional_list(raw.get("optionalFields", []), name),
+            optional_fields=self.optional_list(raw.get("optionalFields", []), name, fields),
         )
         return MessageSpec(
             name=name,
@@ -270,29 +270,44 @@ class _Loader:
         if not isinstance(raw, list):
             raise self.fail(path, "fields must be a list")
         fields = tuple(self.field(f, path, i, parent) for i, f in enumerate(raw))
-        seen_names: dict[str, str] = {}
-        seen_tags: dict[int, str] = {}
-        for f in fields:
-            if f.name in seen_names:
-                raise self.fail(f"{path}.{f.name}", f"field name '{f.name}' is used twice in one struct")
-            seen_names[f.name] = f.name
-            if f.tag is not None:
-                if f.tag in seen_tags:
-                    raise self.fail(
-                        f"{path}.{f.name}",
-                        f"tag {f.tag} is used twice in one struct (also by {seen_tags[f.tag]})",
-                    )
-                seen_tags[f.tag] = f.name
-        if sorted(seen_tags) != list(range(len(seen_tags))):
-            raise self.fail(path, f"tags must run 0, 1, 2, ... without gaps, got {sorted(seen_tags)}")
+        self.unique_fields(fields, path)
+        tags = sorted(f.tag for f in fields if f.tag is not None)
+        if tags != list(range(len(tags))):
+            raise self.fail(path, f"tags must run 0, 1, 2, ... without gaps, got {tags}")
         return fields
+
+    def unique_fields(self, fields: Iterable[Field], path: str) -> None:
+        """No two fields of one struct (its draft optional fields included) share a name, nor
+        two of them a tag."""
+        names: set[str] = set()
+        tags: dict[int, str] = {}
+        for f in fields:
+            if f.name in names:
+                raise self.fail(f"{path}.{f.name}", f"field name '{f.name}' is used twice in one struct")
+            names.add(f.name)
+            if f.tag is not None:
+                if f.tag in tags:
+                    raise self.fail(
+                        f"{path}.{f.name}", f"tag {f.tag} is used twice in one struct (also by {tags[f.tag]})"
+                    )
+                tags[f.tag] = f.name
+
+    def field_name(self, raw: dict[str, Any], where: str) -> str:
+        name = raw.get("name")
+        if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
+            raise self.fail(where, f"field name must match [A-Za-z][A-Za-z0-9]*, got {name!r}")
+        return name
+
+    def check_nullable(self, kind: str, element: str, ftype: str, path: str, key: str) -> None:
+        """Of the primitive types only strings, bytes and records may be null (arrays and
+        structs may too: KIP-893 for structs)."""
+        if kind == "primitive" and element not in NULLABLE_PRIMITIVES:
+            raise self.fail(path, f"{key}: type {ftype} cannot be nullable")
 
     def field(self, raw: Any, parent_path: str, index: int, parent: Versions) -> Field:
         where = f"{parent_path}.fields[{index}]"
         self.known_keys(raw, FIELD_KEYS, where, "field")
-        name = raw.get("name")
-        if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
-            raise self.fail(where, f"field name must match [A-Za-z][A-Za-z0-9]*, got {name!r}")
+        name = self.field_name(raw, where)
         path = f"{parent_path}.{name}"
         ftype = self.text(raw, "type", path, required=True)
         tagged = self.versions(raw, "taggedVersions", path, NONE)
@@ -305,8 +320,8 @@ class _Loader:
         if "optionalFields" in raw and (struct is None or self.dialect != DIALECT_DRAFT):
             raise self.fail(path, "optionalFields belong to structs of the optional-field draft dialect")
 
-        if not nullable.empty and kind == "primitive" and element not in NULLABLE_PRIMITIVES:
-            raise self.fail(path, f"nullableVersions: type {ftype} cannot be nullable")
+        if not nullable.empty:
+            self.check_nullable(kind, element, ftype, path, "nullableVersions")
 
         flexible_override = None
         if "flexibleVersions" in raw:
@@ -379,11 +394,12 @@ class _Loader:
         if element in self.common_raw or element in self.defined:
             raise self.fail(path, f"struct '{element}' is defined twice")
         self.defined[element] = path
+        fields = self.field_list(raw["fields"], path, versions)
         return Struct(
             name=element,
             versions=versions,
-            fields=self.field_list(raw["fields"], path, versions),
-            optional_fields=self.optional_list(raw.get("optionalFields", []), path),
+            fields=fields,
+            optional_fields=self.optional_list(raw.get("optionalFields", []), path, fields),
         )
 
     def tag(
@@ -518,7 +534,8 @@ class _Loader:
 
     # ---- KIP-482 draft: optional fields -------------------------------------------------
 
-    def optional_list(self, raw: Any, path: str) -> tuple[Field, ...]:
+    def optional_list(self, raw: Any, path: str, fields: tuple[Field, ...]) -> tuple[Field, ...]:
+        """A draft struct's optional fields (``fields``: its others, whose names they must not take)."""
         if raw == []:
             return ()
         if self.dialect != DIALECT_DRAFT:
@@ -526,13 +543,10 @@ class _Loader:
         if not isinstance(raw, list):
             raise self.fail(path, "optionalFields must be a list")
         out: list[Field] = []
-        tags: dict[int, str] = {}
         for i, item in enumerate(raw):
             where = f"{path}.optionalFields[{i}]"
             self.known_keys(item, OPTIONAL_FIELD_KEYS, where, "optional field")
-            name = item.get("name")
-            if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
-                raise self.fail(where, f"field name must match [A-Za-z][A-Za-z0-9]*, got {name!r}")
+            name = self.field_name(item, where)
             fpath = f"{path}.{name}"
             tag_text = item.get("tag")
             if (
@@ -544,9 +558,6 @@ class _Loader:
                     fpath, f"optional field tag must be a hex string 0x0000-0x7fff, got {tag_text!r}"
                 )
             tag = int(tag_text, 16)
-            if tag in tags:
-                raise self.fail(fpath, f"tag {tag} is used twice in one struct (also by {tags[tag]})")
-            tags[tag] = name
             is_nullable = item.get("nullable", False)
             if not isinstance(is_nullable, bool):
                 raise self.fail(fpath, f"nullable must be true or false, got {is_nullable!r}")
@@ -554,8 +565,8 @@ class _Loader:
             kind, element = self.parse_type(ftype, fpath)
             versions = self.optional_versions
             nullable = versions if is_nullable else NONE
-            if is_nullable and kind == "primitive" and element not in NULLABLE_PRIMITIVES:
-                raise self.fail(fpath, f"nullable: type {ftype} cannot be nullable")
+            if is_nullable:
+                self.check_nullable(kind, element, ftype, fpath, "nullable")
             struct = self.struct_of(item, kind, element, fpath, versions)
             self.check_entity(item.get("entityType"), element, fpath)
             default, default_text = self.default(item, kind, element, versions, nullable, fpath)
@@ -577,6 +588,7 @@ class _Loader:
                     optional=True,
                 )
             )
+            self.unique_fields((*fields, *out), path)  # (as each comes: the first clash is named)
         return tuple(out)
 
 

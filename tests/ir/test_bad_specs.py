@@ -122,6 +122,8 @@ BAD = [
     ("draft with flexibleVersions", spec(versionsWithOptional="3+"), "FooRequest: the optional-field draft dialect cannot have flexibleVersions"),
     ("draft tag not hex", spec(versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "string", "tag": 1}]), "FooRequest.A: optional field tag must be a hex string 0x0000-0x7fff, got 1"),
     ("draft tag twice", spec(versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "string", "tag": "0x01"}, {"name": "B", "type": "int8", "tag": "0x1"}]), "FooRequest.B: tag 1 is used twice in one struct (also by A)"),
+    ("draft name twice", spec(versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "string", "tag": "0x01"}, {"name": "A", "type": "int8", "tag": "0x2"}]), "FooRequest.A: field name 'A' is used twice in one struct"),
+    ("draft name of a field", spec([f("A")], versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "string", "tag": "0x01"}]), "FooRequest.A: field name 'A' is used twice in one struct"),
     ("draft nullable int", spec(versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "int8", "tag": "0x01", "nullable": True}]), "FooRequest.A: nullable: type int8 cannot be nullable"),
     ("draft unknown key", spec(versionsWithOptional="3+", flexibleVersions=None, optionalFields=[{"name": "A", "type": "int8", "tag": "0x01", "versions": "0+"}]), "FooRequest.optionalFields[0]: unknown key 'versions' in optional field"),
     ("draft outside valid", spec(versionsWithOptional="5+", flexibleVersions=None), "FooRequest: versionsWithOptional 5+ reach outside validVersions 0-3"),
