@@ -205,17 +205,37 @@ def _put_entry(out, pos, optbuf, tag, n):
 
 
 @njit(inline="always")
-def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, data_base, a32, offs, data):
-    """Size of (and with ``fill``, write) unknown-tag entry ``e`` of a map: raw bytes kept."""
-    tag = np.int64(a32[(fixed_base[keynode] >> 2) + e]) & 0xFFFFFFFF
-    b0 = np.int64(offs[off_base[valnode] + e])
-    n = np.int64(offs[off_base[valnode] + e + 1]) - b0
+def _unknown_at(out, pos, fill, optbuf, e, kb, ob, db, a32, offs, data):
+    """Size of (and with ``fill``, write) unknown-tag entry ``e`` of a map, its raw bytes kept:
+    the map's key base kb (in int32s), value offsets base ob and value data base db."""
+    tag = np.int64(a32[np.uint64(kb + e)]) & 0xFFFFFFFF
+    b0 = np.int64(offs[np.uint64(ob + e)])
+    n = np.int64(offs[np.uint64(ob + e + 1)]) - b0
     if not fill:
         return pos + _entry_size(optbuf, tag, n) + n
     pos = _put_entry(out, pos, optbuf, tag, n)
-    src = data_base[valnode] + b0
-    copy_bytes(data, src, n, out, pos)
+    copy_bytes(data, db + b0, n, out, pos)
     return pos + n
+
+
+@njit(inline="always")
+def _section_tail(out, pos, fill, optbuf, e0, e1, kb, ob, db, a32, offs, data):
+    """How a tag section ends: its unknown entries e0..e1 (those above every known tag), then,
+    in the draft's optional-field buffer, the end mark (a zero size)."""
+    for e in range(e0, e1):
+        pos = _unknown_at(out, pos, fill, optbuf, e, kb, ob, db, a32, offs, data)
+    if optbuf:
+        if fill:
+            out[pos] = 0
+        pos += 1
+    return pos
+
+
+@njit(inline="always")
+def _unknown(out, pos, fill, optbuf, e, keynode, valnode, fixed_base, off_base, data_base, a32, offs, data):
+    """``_unknown_at`` for the map of key node ``keynode`` and value node ``valnode``."""
+    return _unknown_at(out, pos, fill, optbuf, e, fixed_base[keynode] >> 2, off_base[valnode],
+                       data_base[valnode], a32, offs, data)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -470,13 +490,8 @@ def run(
                     else:
                         pos += _uvlen(count)
                 if code[pc, 6] != 0:  # no known tags: the unknown ones, then done
-                    for e in range(u0, u1):
-                        pos = _unknown(out, pos, fill, optbuf, e, keynode, valnode,
-                                       fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
-                    if optbuf:
-                        if fill:
-                            out[pos] = 0
-                        pos += 1
+                    pos = _section_tail(out, pos, fill, optbuf, u0, u1, fixed_base[keynode] >> 2,
+                                        off_base[valnode], data_base[valnode], a32, offs, data)  # fmt: skip
                     pc += 1
                     continue
                 stack[sp, 0] = F_SECTION
@@ -524,14 +539,11 @@ def run(
             elif op == SECTION_END:
                 sp -= 1
                 spc = stack[sp, 1]
-                optbuf = code[spc, 0] == OPTBUF
-                for e in range(stack[sp, 2], stack[sp, 3]):
-                    pos = _unknown(out, pos, fill, optbuf, e, code[spc, 2], code[spc, 3],
-                                   fixed_base, off_base, data_base, a32, offs, data)  # fmt: skip
-                if optbuf:
-                    if fill:
-                        out[pos] = 0
-                    pos += 1
+                keynode = code[spc, 2]
+                valnode = code[spc, 3]
+                pos = _section_tail(out, pos, fill, code[spc, 0] == OPTBUF, stack[sp, 2], stack[sp, 3],
+                                    fixed_base[keynode] >> 2, off_base[valnode], data_base[valnode], a32,
+                                    offs, data)  # fmt: skip
                 pc += 1
             elif op == END:
                 if fill and pos != out_starts[i + 1]:
@@ -597,13 +609,9 @@ def g_copy(out, at, src, start, n):
 
 @njit(cache=True, nogil=True)
 def g_unknown(out, pos, fill, optbuf, e, kb, ob, db, a32, offs, data):
-    """``_unknown`` with the map's bases already read: key base kb (in int32s), value offsets
-    base ob, value data base db."""
-    tag = np.int64(a32[np.uint64(kb + e)]) & 0xFFFFFFFF
-    b0 = np.int64(offs[np.uint64(ob + e)])
-    n = np.int64(offs[np.uint64(ob + e + 1)]) - b0
-    if not fill:
-        return pos + _entry_size(optbuf, tag, n) + n
-    pos = _put_entry(out, pos, optbuf, tag, n)
-    g_copy(out, pos, data, db + b0, n)
-    return pos + n
+    return _unknown_at(out, pos, fill, optbuf, e, kb, ob, db, a32, offs, data)
+
+
+@njit(cache=True, nogil=True)
+def g_section_tail(out, pos, fill, optbuf, e0, e1, kb, ob, db, a32, offs, data):
+    return _section_tail(out, pos, fill, optbuf, e0, e1, kb, ob, db, a32, offs, data)
