@@ -91,7 +91,9 @@ def records_of(
     name from ``topic_names`` (what the capture's Metadata responses said so far)."""
     topics_list, name_field, id_field, parts_list, index_field = SOURCES[message]
     schemas = record_schemas(payloads)
-    if table.num_rows == 0:  # (every body rejected; and an empty uuid column cannot combine)
+    # (every body rejected; and an empty uuid column cannot combine) or specs of a revision
+    # whose message has no records where these are looked for (a spec folder of the user's)
+    if table.num_rows == 0 or not _has_records(table.schema, topics_list, parts_list, index_field):
         return RecordTables(
             schemas["record_batches"].empty_table(),
             schemas["records"].empty_table(),
@@ -100,6 +102,10 @@ def records_of(
         )
     topics = table.column(topics_list).combine_chunks()
     topic = pc.list_flatten(topics)
+    # a field an older or newer revision of the specs lacks (3.0.0's FetchResponse has no
+    # topic_id) is as a version without it: null
+    name_field, id_field = (f if f is not None and topic.type.get_field_index(f) >= 0 else None
+                            for f in (name_field, id_field))  # fmt: skip
     topic_row = pc.list_parent_indices(topics)
     parts = pc.struct_field(topic, parts_list)
     part = pc.list_flatten(parts)
@@ -170,6 +176,26 @@ def rejects_without_payloads(rejects: pa.Table) -> pa.Table:
     batch that failed holds its keys and values. Their place and reason stay."""
     raw = pa.nulls(rejects.num_rows, pa.binary())
     return rejects.set_column(rejects.schema.get_field_index("raw"), rejects.schema.field("raw"), raw)
+
+
+def _has_records(schema: pa.Schema, topics_list: str, parts_list: str, index_field: str) -> bool:
+    """Does a message table hold ``records`` fields where ``SOURCES`` looks for them?"""
+
+    def struct_of_list(t: pa.DataType | None, name: str) -> pa.StructType | None:
+        i = -1 if t is None else t.get_field_index(name)
+        item = None if t is None or i < 0 else t.field(i).type
+        if item is None or not pa.types.is_list(item) or not pa.types.is_struct(item.value_type):
+            return None
+        return item.value_type
+
+    i = schema.get_field_index(topics_list)
+    topics = None if i < 0 else schema.field(i).type
+    if topics is None or not pa.types.is_list(topics) or not pa.types.is_struct(topics.value_type):
+        return False
+    part = struct_of_list(topics.value_type, parts_list)
+    return (
+        part is not None and part.get_field_index(index_field) >= 0 and part.get_field_index("records") >= 0
+    )
 
 
 def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:
