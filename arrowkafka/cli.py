@@ -102,11 +102,11 @@ def cmd_decode(args: argparse.Namespace) -> int:
     for capture in args.captures:  # every capture readable, and a capture, before anything is written
         _check_capture(capture)
     specs = _specs(args)
-    earlier = _output_folder(Path(args.output), args.overwrite, list(specs))
+    earlier, made = _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
     _say_if_compiling()
 
-    with _staged(Path(args.output), earlier) as stage:
+    with _staged(Path(args.output), earlier, made) as stage:
         summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or (9092,),
                                  progress=_progress if sys.stderr.isatty() else None,
                                  payloads=not getattr(args, "no_payloads", False),
@@ -143,12 +143,13 @@ def _check_capture(path: str) -> None:
         raise UserError(f"{path}: not a pcap or pcapng capture ({what})")
 
 
-def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> list[Path]:
+def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> tuple[list[Path], list[Path]]:
     """The output folder: made if missing. One holding an earlier run's tables (ours: named
     after a message, ``rejects``, a record table, an internal topic's or KRaft control
     records' table) is refused unless ``--overwrite``; those tables are returned, for
     ``_staged`` to delete (and nothing else) once the new ones are written, so no earlier
-    table is left beside the new ones."""
+    table is left beside the new ones; and the folders made here, deepest first, for
+    ``_staged`` to remove if the job fails."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
     from arrowkafka.segments import OTHER_TABLES, segment_schemas
@@ -168,13 +169,25 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
             f"{out}: holds {len(earlier)} tables of an earlier run; "
             "choose another folder, or --overwrite to replace them"
         )
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _unmake(made)
+        raise UserError(f"{out}: cannot make this folder ({e.strerror or e})") from None
     if not os.access(out, os.W_OK | os.X_OK):
-        if made:
-            shutil.rmtree(out, ignore_errors=True)
+        _unmake(made)
         raise UserError(f"{out}: cannot write in this folder")
-    return earlier
+    return earlier, made
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the folders a job made (deepest first), where they are still empty."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 # the errors of a disk that cannot take the tables (not of a capture or segment being read)
@@ -182,17 +195,24 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @contextlib.contextmanager
-def _staged(out: Path, earlier: list[Path]) -> Iterator[Path]:
+def _staged(out: Path, earlier: list[Path], made: list[Path]) -> Iterator[Path]:
     """A hidden folder inside ``out`` for a job to write its tables into, moved into ``out``
     when the job is done: a job that fails or is interrupted leaves no table that passes for a
-    whole one, and an earlier run's tables (``--overwrite``) stay until the new ones are there."""
-    stage = Path(tempfile.mkdtemp(prefix=".arrowkafka-writing-", dir=out))
+    whole one, and an earlier run's tables (``--overwrite``) stay until the new ones are there;
+    the folders made for it (``made``) go again."""
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=".arrowkafka-writing-", dir=out))
+    except OSError as e:  # (a folder that says it can be written, and cannot: /proc)
+        _unmake(made)
+        raise UserError(f"{out}: cannot write in this folder ({e.strerror or e})") from None
+    done = False
     try:
         yield stage
         for table in earlier:
             table.unlink()
         for table in sorted(stage.iterdir()):
             os.replace(table, out / table.name)  # one folder, one file system: each move whole
+        done = True
     except OSError as e:
         if e.errno in DISK_FULL and e.filename is None:  # (Parquet's writer names no file)
             kept = ", an earlier run's tables kept" if earlier else ""
@@ -201,6 +221,8 @@ def _staged(out: Path, earlier: list[Path]) -> Iterator[Path]:
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if not done:
+            _unmake(made)
 
 
 def _say_if_compiling() -> None:
@@ -238,8 +260,8 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
     files = segment_files(args.paths)  # every path readable, and a folder with segments, first
     # (the files found now: the output folder, made next, may lie under an input folder)
-    earlier = _output_folder(Path(args.output), args.overwrite)
-    with _staged(Path(args.output), earlier) as stage:
+    earlier, made = _output_folder(Path(args.output), args.overwrite)
+    with _staged(Path(args.output), earlier, made) as stage:
         summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=args.compression,
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())

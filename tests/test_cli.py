@@ -163,6 +163,50 @@ def test_output_folders_that_cannot_be_written(tmp_path: Path) -> None:
         _one_line(_run("decode", str(SAMPLE), "-o", str(locked)), f"{locked}: cannot write in this folder")
 
 
+def test_a_job_that_fails_leaves_no_folder_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output folder (and its parents) made for a job go again when the job fails; a
+    folder that was there stays, as it was."""
+    import arrowkafka.segments
+    import arrowkafka.traffic
+
+    def fail(*args: Any, **kw: Any) -> None:
+        raise RuntimeError("a failure inside the job")
+
+    monkeypatch.setattr(arrowkafka.traffic, "decode_capture", fail)
+    monkeypatch.setattr(arrowkafka.segments, "decode_segments", fail)
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(b"")
+    for command in (["decode", str(SAMPLE)], ["segments", str(segment)]):
+        with pytest.raises(RuntimeError):
+            main([*command, "-o", str(tmp_path / "new" / "deeper" / "out")])
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["t-0"]
+        there = tmp_path / "there"
+        there.mkdir()
+        (there / "notes.txt").write_text("mine")
+        with pytest.raises(RuntimeError):
+            main([*command, "-o", str(there)])
+        assert [p.name for p in there.iterdir()] == ["notes.txt"]
+        shutil.rmtree(there)
+
+
+def test_output_folders_the_system_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder that cannot be made, or one that says it can be written and cannot (/proc):
+    one line saying so, and no hidden folder's name."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    cases = {
+        a_file / "below": f"{a_file / 'below'}: cannot make this folder (Not a directory)",
+        Path("/proc/arrowkafka-out"): "/proc/arrowkafka-out: cannot make this folder",
+        Path("/proc"): "/proc: cannot write in this folder",
+    }
+    for out, said in cases.items():
+        assert main(["decode", str(SAMPLE), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"arrowkafka: error: {said}") and err.count("\n") == 1, err
+        assert ".arrowkafka-writing" not in err
+
+
 @pytest.mark.slow
 def test_an_earlier_run_is_refused_or_replaced_on_purpose(tmp_path: Path) -> None:
     out = tmp_path / "out"
