@@ -31,7 +31,8 @@ class SpecError(ArrowKafkaError, ValueError):
     file : str
         The spec file (or ``<string>`` for specs given as text).
     path : str
-        Where in the spec, e.g. ``FetchRequest.Topics.Partitions.FetchOffset``.
+        Where in the spec, e.g. ``FetchRequest.Topics.Partitions.FetchOffset`` (``$``: the
+        file's top level; empty where the file or folder itself is at fault).
     rule : str
         The rule broken, in words.
     """
@@ -40,7 +41,7 @@ class SpecError(ArrowKafkaError, ValueError):
         self.file = file
         self.path = path
         self.rule = rule
-        super().__init__(f"{file}: {path}: {rule}")
+        super().__init__(f"{file}: {path}: {rule}" if path else f"{file}: {rule}")
 
 
 class DecodeError(ArrowKafkaError, ValueError):

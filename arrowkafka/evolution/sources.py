@@ -89,6 +89,6 @@ def load_git_side(repo: str | Path, spec: str) -> dict[str, MessageSpec]:
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise SpecError(file, "$", f"cannot read: {e}") from None
+            raise SpecError(file, "", f"cannot read: {e}") from None
         add_spec(specs, load_spec_text(text, file), file)
     return specs

@@ -686,7 +686,7 @@ def load_spec_file(path: str | Path) -> MessageSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(str(path), "$", f"cannot read: {e}") from None
+        raise SpecError(str(path), "", f"cannot read: {e}") from None
     return load_spec_text(text, str(path))
 
 
@@ -694,7 +694,7 @@ def spec_files(folder: str | Path) -> list[Path]:
     """Every ``*.json`` under a folder, in a stable order."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise SpecError(str(folder), "$", "not a folder")
+        raise SpecError(str(folder), "", "not a folder" if folder.exists() else "no such folder")
     return sorted(folder.rglob("*.json"))
 
 
