@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from arrowkafka.api import SpecSet, default_specs, load_specs
+    from arrowkafka.codec.decode import Ranges
     from arrowkafka.records import Records
 
 
@@ -26,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from arrowkafka import api
 
         return getattr(api, name)
+    if name == "Ranges":  # bodies (or records values) as byte ranges of one buffer: no copy
+        from arrowkafka.codec.decode import Ranges
+
+        return Ranges
     raise AttributeError(f"module 'arrowkafka' has no attribute {name!r}")
 
 
@@ -34,6 +39,7 @@ __all__ = [
     "Corrupt",
     "DecodeError",
     "EncodeError",
+    "Ranges",
     "SpecError",
     "Truncated",
     "decode",

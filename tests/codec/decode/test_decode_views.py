@@ -186,8 +186,8 @@ def test_views_of_both_sources_and_every_length() -> None:
 
 def test_views_are_not_held_to_the_copies_2_gib() -> None:
     """2,100 bodies over the same 1 MB body: 2.1 GB of records as copies, which one batch
-    cannot hold, but nothing to hold as views."""
-    from arrowkafka.codec.decode import Ranges
+    cannot hold, but nothing to hold as views. (``ak.Ranges``: the public name.)"""
+    Ranges = ak.Ranges
 
     rows = ak.decode([PRODUCE], "ProduceRequest", 9)
     value = rows.to_pylist()
