@@ -141,6 +141,50 @@ def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = (
     return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
 
 
+MAX_CAUSES = 1000  # distinct causes a summary keeps apart; the rest are counted as others
+SHOWN_CAUSES = 5
+
+
+def count_causes(causes: dict[tuple[str, str], int], rejects: pa.Table) -> None:
+    """Count a table of rejects (a capture's or a segment job's) into ``causes``, by what went
+    wrong: its error and reason, and the message and version where it names them."""
+    if not rejects.num_rows:
+        return
+    keys = ["error", "reason"] + [c for c in ("message", "version") if c in rejects.column_names]
+    for row in rejects.group_by(keys, use_threads=False).aggregate([([], "count_all")]).to_pylist():
+        add_cause(
+            causes, row["error"], row["reason"], row.get("message"), row.get("version"), row["count_all"]
+        )
+
+
+def add_cause(
+    causes: dict[tuple[str, str], int], error: str | None, reason: str | None, message: str | None,
+    version: int | None, n: int,
+) -> None:  # fmt: skip
+    """``n`` rows of rejects of one cause (the Spark job counts them by a query)."""
+    what = f" ({message} v{version})" if message else ""
+    key = (error or "", f"{reason or ''}{what}")
+    if key not in causes and len(causes) >= MAX_CAUSES:
+        key = ("", "")  # (the others)
+    causes[key] = causes.get(key, 0) + n
+
+
+def cause_lines(causes: dict[tuple[str, str], int]) -> list[str]:
+    """The summary's lines saying why rows went to rejects: the commonest causes, each row of
+    them in the rejects table (none if nothing was rejected)."""
+    if not causes:
+        return []
+    ranked = sorted(((n, key) for key, n in causes.items() if key != ("", "")), key=lambda x: (-x[0], x[1]))
+    lines = ["rejected, by cause (rejects.parquet holds each, with where and its bytes):"]
+    for n, (error, reason) in ranked[:SHOWN_CAUSES]:
+        text = reason if len(reason) <= 100 else reason[:97] + "..."
+        lines.append(f"  {n:>8}  {error}: {text}")
+    others = sum(n for n, _ in ranked[SHOWN_CAUSES:]) + causes.get(("", ""), 0)
+    if others:
+        lines.append(f"  {others:>8}  of other causes")
+    return lines
+
+
 def record_lines(records: int, batches: int, rejected: int, control: dict[str, int]) -> list[str]:
     """The summary's lines on the records inside Produce and Fetch (none if there were none)."""
     lines = []

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import ParquetTables
+from arrowkafka.output import ParquetTables, cause_lines, count_causes
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -81,6 +81,7 @@ class SegmentSummary:
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
     tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
     first_batch_id: int = 0  # batch ids count from here
+    causes: dict[tuple[str, str], int] = field(default_factory=dict)  # rows of rejects by (error, reason)
 
     def add(self, other: SegmentSummary) -> None:
         """Count ``other`` (another job's, a Spark task's) in."""
@@ -90,9 +91,14 @@ class SegmentSummary:
         for mine, theirs in ((self.partial_bytes, other.partial_bytes), (self.unread, other.unread),
                              (self.zeros, other.zeros), (self.skipped, other.skipped)):  # fmt: skip
             mine.update(theirs)
-        for mine, theirs in ((self.codecs, other.codecs), (self.tables, other.tables)):
+        for mine, theirs in (
+            (self.codecs, other.codecs),
+            (self.tables, other.tables),
+        ):
             for key, n in theirs.items():
                 mine[key] = mine.get(key, 0) + n
+        for cause, n in other.causes.items():
+            self.causes[cause] = self.causes.get(cause, 0) + n
 
     def render(self) -> str:
         codecs = ", ".join(f"{c} {n}" for c, n in sorted(self.codecs.items()))
@@ -117,7 +123,7 @@ class SegmentSummary:
             lines.append(f"{f}: ends in {n} bytes of zeros (a preallocated segment's unwritten tail)")
         for name, n in sorted(self.tables.items()):
             lines.append(f"{name}: {n} rows")
-        return "\n".join(lines)
+        return "\n".join(lines + cause_lines(self.causes))
 
 
 def segment_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -478,9 +484,14 @@ def _skipped(
     kept = "" if raw is not None or not payloads else f" (more than {RAW_KEPT} bytes: not kept here)"
     reason = f"{why}; the {n} bytes from here hold no batch, read on at the next whole one, {end}{kept}"
     row = {"file": [str(path)], "position": [start], "error": ["Corrupt"], "reason": [reason], "raw": [raw]}
-    writers.write("rejects", pa.table(row, schema=REJECTS))
+    _write_rejects(writers, summary, pa.table(row, schema=REJECTS))
     summary.rejects += 1
     summary.skipped[str(path)] = summary.skipped.get(str(path), 0) + n
+
+
+def _write_rejects(writers: ParquetTables, summary: SegmentSummary, rejects: pa.Table) -> None:
+    count_causes(summary.causes, rejects)
+    writers.write("rejects", rejects)
 
 
 def _zeros_to_the_end(f: BinaryIO) -> bool:
@@ -550,7 +561,7 @@ def _write_piece(
     # no payloads: no batch bytes (an internal topic's were read all the same, for its tables)
     raw = rejects.column("raw") if payloads else pa.nulls(rejects.num_rows, pa.binary())
     table = pa.Table.from_arrays([*where, *rejects.select(["error", "reason"]).columns, raw], schema=REJECTS)
-    writers.write("rejects", table)
+    _write_rejects(writers, summary, table)
     if topic in INTERNAL and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)
 
@@ -596,7 +607,7 @@ def _typed(
     if bad:  # (one table for the piece's: a row group each would bloat the file)
         summary.rejects += len(bad)
         summary.internal_rejects += len(bad)
-        writers.write("rejects", pa.table(rejects, schema=REJECTS))
+        _write_rejects(writers, summary, pa.table(rejects, schema=REJECTS))
     for tables, rows in parts:
         _write_typed(path, topic, partition, data, tables, rows, writers, summary)
 

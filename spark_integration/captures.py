@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from arrowkafka.output import frames_line, record_lines
+from arrowkafka.output import add_cause, cause_lines, frames_line, record_lines
 
 from .types import spark_arrow_type, spark_type, task_specs
 
@@ -95,11 +95,13 @@ class CaptureSummary:
     record_rejects: int = 0
     # KRaft control records written, per table (``record_control.LeaderChangeMessage`` ...)
     control: dict[str, int] = field(default_factory=dict)
+    causes: dict[tuple[str, str], int] = field(default_factory=dict)  # rows of rejects by cause
 
     def render(self) -> str:
         """What the job did, in the lines ``arrowkafka decode`` ends its summary with."""
         lines = [frames_line(self.frames_in, self.rows, self.rejects)]
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
+        lines += cause_lines(self.causes)
         lines.append(
             f"wrote {len(self.tables)} message tables, the record tables and rejects to {self.outdir}/"
         )
@@ -521,6 +523,10 @@ def decode_captures(
             for m in summary.tables
         }
         jobs["rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")
+        if summary.rejects or summary.record_rejects:  # why, as the CLI's summary says it
+            by_cause = jobs["rejects"].groupBy("error", "reason", "message", "version").count().collect()
+            for r in by_cause:
+                add_cause(summary.causes, r["error"], r["reason"], r["message"], r["version"], r["count"])
         jobs.update(_record_jobs(spark, decoded, batches, (*RECORD_TABLES, *control)))
         with _conf_lock:
             key = "spark.sql.parquet.outputTimestampType"

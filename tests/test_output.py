@@ -116,3 +116,47 @@ def test_the_commands_offer_the_codecs_jobs_write() -> None:
     from arrowkafka.cli import PARQUET_COMPRESSIONS
 
     assert PARQUET_COMPRESSIONS == COMPRESSIONS
+
+
+def test_the_summary_says_why_rows_were_rejected(tmp_path: Path) -> None:
+    """Each cause of rejects counted once per row, the commonest first; a capture's name their
+    message and version; the causes past the bound counted together, none lost."""
+    from arrowkafka import output
+    from arrowkafka.traffic.columns import REJECT_SCHEMA
+
+    summary = decode_capture([SHARED / "captures" / "tansu_confluent.pcap"], None, ak.load_specs())
+    assert summary.causes == {("Corrupt", "3 bytes left over after the last field (MetadataRequest v12)"): 1}
+    assert summary.render().splitlines()[-2:] == [
+        "rejected, by cause (rejects.parquet holds each, with where and its bytes):",
+        "         1  Corrupt: 3 bytes left over after the last field (MetadataRequest v12)",
+    ]
+    rows = [{"error": "Partial", "reason": "capture end"}] * 3 + [
+        {"error": "Corrupt", "reason": f"cause {i}", "message": "FetchResponse", "version": 12}
+        for i in range(7)
+    ]
+    causes: dict[tuple[str, str], int] = {}
+    output.count_causes(causes, pa.Table.from_pylist(rows, REJECT_SCHEMA))
+    output.count_causes(causes, pa.Table.from_pylist(rows[:1], REJECT_SCHEMA))
+    lines = output.cause_lines(causes)
+    assert lines[1:3] == [
+        "         4  Partial: capture end",
+        "         1  Corrupt: cause 0 (FetchResponse v12)",
+    ]
+    assert lines[-1] == "         3  of other causes" and len(lines) == 2 + output.SHOWN_CAUSES
+    bounded: dict[tuple[str, str], int] = {}
+    many = [{"error": "Corrupt", "reason": f"r{i}"} for i in range(output.MAX_CAUSES + 10)]
+    output.count_causes(bounded, pa.Table.from_pylist(many, REJECT_SCHEMA))
+    assert len(bounded) == output.MAX_CAUSES + 1 and sum(bounded.values()) == len(many)
+    assert output.cause_lines({}) == []
+
+
+def test_a_segment_jobs_summary_says_why_too(tmp_path: Path) -> None:
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(b"not a batch, but text that is long enough to read as one" * 4)
+    summary = decode_segments([segment], tmp_path / "out")
+    assert summary.causes == {("Corrupt", "unknown magic 32"): 1}
+    assert summary.render().splitlines()[-1] == "         1  Corrupt: unknown magic 32"
+    assert pq.read_table(tmp_path / "out" / "rejects.parquet").column("reason").to_pylist() == [
+        "unknown magic 32"
+    ]

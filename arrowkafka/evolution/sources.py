@@ -7,6 +7,7 @@ named ``REV:path`` in its errors.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -35,6 +36,11 @@ def load_folder_side(folder: str | Path) -> dict[str, MessageSpec]:
     return specs
 
 
+# where Kafka's repository keeps its specs: <module>/src/main/resources/common/message (clients,
+# raft, the coordinators), common/metadata (KRaft records), storage's resources/message
+KAFKA_SPEC_FOLDERS = re.compile(r"/src/main/resources/(common/)?(message|metadata)/[^/]+\.json$")
+
+
 def _git(repo: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(["git", "-C", repo, *args], input=stdin, capture_output=True, check=False)
@@ -44,7 +50,9 @@ def _git(repo: str, *args: str, stdin: bytes | None = None) -> subprocess.Comple
 
 def load_git_side(repo: str | Path, spec: str) -> dict[str, MessageSpec]:
     """The specs under ``FOLDER`` at ``REV``, from ``spec`` written ``REV`` or ``REV:FOLDER``
-    (a folder relative to the repository's top; without it, the whole tree)."""
+    (a folder relative to the repository's top). Without it, the specs where Kafka keeps them
+    (``KAFKA_SPEC_FOLDERS``) wherever the tree has such folders (Kafka's own repository, or
+    one holding its tree, as this one's ``specs/``), else every ``*.json`` of the tree."""
     repo = str(repo)
     rev, _, folder = spec.partition(":")
     folder = folder.strip("/")
@@ -70,6 +78,8 @@ def load_git_side(repo: str | Path, spec: str) -> dict[str, MessageSpec]:
         _mode, kind, oid = meta.split()
         if kind == "blob" and name.endswith(".json"):
             blobs.append((oid, name))
+    if not folder and (kafka := [b for b in blobs if KAFKA_SPEC_FOLDERS.search("/" + b[1])]):
+        blobs = kafka  # (not the tree's other JSON: build and test files)
     where = f"{rev}:{folder}" if folder else rev
     if not listed.stdout:
         raise SourceError(f"{repo}: {where}: no such folder at that revision")

@@ -170,3 +170,33 @@ def test_git_bad_input(capsys: pytest.CaptureFixture[str], repo: Path, tmp_path:
     git(repo, "rm", "-q", "-r", "specs")
     git(repo, "commit", "-q", "-m", "none")
     assert fails(capsys, "--git", str(repo), "v1", "HEAD") == f"{repo}: HEAD: holds no spec files (*.json)"
+
+
+def test_git_without_a_folder_reads_kafkas_spec_folders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """REV alone, in a tree laid out as Kafka's (specs under <module>/src/main/resources/common/
+    message or .../metadata, beside other JSON: build files, test specs): those folders only."""
+    root = tmp_path / "kafka"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(
+        root / "clients/src/main/resources/common/message", {"MetadataRequest": spec_json("MetadataRequest")}
+    )
+    write(
+        root / "clients/src/test/resources/common/message",
+        {"MetadataResponse": spec_json("MetadataResponse")},
+    )
+    (root / "tests").mkdir()
+    (root / "tests" / "settings.json").write_text('{"not": "a spec"}')
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "v1")
+    assert main(["compat", "--git", str(root), "HEAD", "HEAD"]) == 0
+    assert (
+        capsys.readouterr().out.strip()
+        == f"0 changes from {root}@HEAD (1 messages) to {root}@HEAD (1 messages): all compatible"
+    )
+    assert (
+        fails(capsys, "--git", str(root), "HEAD:tests", "HEAD")
+        == "HEAD:tests/settings.json: $: unknown key 'not' in message"
+    )
