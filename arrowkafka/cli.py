@@ -96,6 +96,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from arrowkafka.traffic import decode_capture
+    from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
 
     # each capture once, however often named (its frames would be decoded twice over)
     args.captures = list({os.path.realpath(c): c for c in args.captures}.values())
@@ -107,7 +108,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     _say_if_compiling()
 
     with _staged(Path(args.output), earlier, made) as stage:
-        summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or (9092,),
+        summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or DEFAULT_BROKER_PORTS,
                                  progress=_progress if sys.stderr.isatty() else None,
                                  payloads=not getattr(args, "no_payloads", False),
                                  compression=getattr(args, "compression", "snappy"))  # fmt: skip
@@ -349,6 +350,7 @@ def cmd_what_if(args: argparse.Namespace) -> int:
     from arrowkafka.api import load_specs
     from arrowkafka.evolution.sources import load_folder_side
     from arrowkafka.evolution.whatif import what_if_capture, what_if_outdir
+    from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
 
     if args.repeat < 1:
         raise UserError(f"--repeat {args.repeat}: time each step at least once")
@@ -370,7 +372,7 @@ def cmd_what_if(args: argparse.Namespace) -> int:
         report = what_if_outdir(args.captures[0], before, after, latest=args.latest, repeat=args.repeat,
                                 kernel=args.kernel)  # fmt: skip
     else:
-        report = what_if_capture(args.captures, before, after, broker_ports=args.port or (9092,),
+        report = what_if_capture(args.captures, before, after, broker_ports=args.port or DEFAULT_BROKER_PORTS,
                                  latest=args.latest, repeat=args.repeat, kernel=args.kernel)  # fmt: skip
     print(report.to_json() if args.json else report.render())
     return 0 if report.cannot_carry == 0 else 1

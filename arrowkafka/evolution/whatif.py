@@ -32,6 +32,7 @@ from arrowkafka.errors import ArrowKafkaError, EncodeError
 from arrowkafka.evolution.compat import renamed_fields
 from arrowkafka.schema import column_name
 from arrowkafka.traffic.decode import _v0_error
+from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
 
 __all__ = ["Group", "OutdirError", "WhatIf", "what_if", "what_if_capture", "what_if_outdir"]
 
@@ -458,7 +459,7 @@ def what_if_capture(
     before: SpecSet,
     after: SpecSet,
     *,
-    broker_ports: Iterable[int] = (9092,),
+    broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
     latest: bool = False,
     repeat: int = 3,
     kernel: str = "interpreter",

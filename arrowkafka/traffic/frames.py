@@ -42,6 +42,7 @@ from arrowkafka.ir.headers import has_client_id
 from arrowkafka.traffic.packets import PacketStats, parse_packet
 from arrowkafka.traffic.pcap import CaptureReader
 from arrowkafka.traffic.tcp import (
+    DEFAULT_WINDOW_NS,
     FlowKey,
     StreamData,
     StreamEnd,
@@ -978,7 +979,7 @@ def capture_frames(
     source: str | os.PathLike[str] | BinaryIO,
     *,
     broker_ports: Collection[int] = DEFAULT_BROKER_PORTS,
-    window_ns: int | None = 30_000_000_000,
+    window_ns: int | None = DEFAULT_WINDOW_NS,
     max_frame_size: int = MAX_FRAME_SIZE,
     strict: bool = False,
     stats: CaptureStats | None = None,
@@ -1020,7 +1021,7 @@ def capture_items(
     source: str | os.PathLike[str] | BinaryIO,
     *,
     broker_ports: Collection[int] = DEFAULT_BROKER_PORTS,
-    window_ns: int | None = 30_000_000_000,
+    window_ns: int | None = DEFAULT_WINDOW_NS,
     max_frame_size: int = MAX_FRAME_SIZE,
     strict: bool = False,
     stats: CaptureStats | None = None,

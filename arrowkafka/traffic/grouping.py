@@ -17,7 +17,14 @@ from arrowkafka.api import SpecSet
 from arrowkafka.errors import DecodeError
 from arrowkafka.schema import unknown_tags_type
 from arrowkafka.traffic.columns import addr, ends_of
-from arrowkafka.traffic.frames import CaptureStats, KafkaFrame, PartialFrame, SkippedBytes, capture_items
+from arrowkafka.traffic.frames import (
+    DEFAULT_BROKER_PORTS,
+    CaptureStats,
+    KafkaFrame,
+    PartialFrame,
+    SkippedBytes,
+    capture_items,
+)
 from arrowkafka.traffic.headers import parse_request, parse_response
 from arrowkafka.traffic.summary import UNMATCHED, Summary, add_item_rejects, add_reject, add_truncation_reject
 
@@ -44,7 +51,7 @@ def group_frames(
     captures: Sequence[str | Path],
     specs: SpecSet,
     *,
-    broker_ports: Iterable[int] = (9092,),
+    broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
     summary: Summary | None = None,
     rejects: list[dict[str, Any]] | None = None,
 ) -> dict[tuple[str, str, int], list[_Frame]]:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from arrowkafka.api import SpecSet
 from arrowkafka.traffic.chunks import CHUNK_BYTES, FrameArrays, capture_frame_chunks
 from arrowkafka.traffic.columns import FRAMES_SCHEMA, REJECT_SCHEMA, endpoints, ends_of, slices, tags_column
-from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes
+from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS, CaptureStats, PartialFrame, SkippedBytes
 from arrowkafka.traffic.headers import (
     FrameHeaders,
     frame_bytes,
@@ -36,7 +36,7 @@ def frames_table(
     captures: Sequence[str | Path | BinaryIO],
     specs: SpecSet,
     *,
-    broker_ports: Iterable[int] = (9092,),
+    broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
     summary: Summary | None = None,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> tuple[pa.Table, pa.Table]:
@@ -70,7 +70,7 @@ def frame_chunks(
     captures: Sequence[str | Path | BinaryIO],
     specs: SpecSet,
     *,
-    broker_ports: Iterable[int] = (9092,),
+    broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
     summary: Summary | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int | None], None] | None = None,

@@ -17,6 +17,7 @@ from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
 from arrowkafka.traffic.decode import decode_rows
+from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
 from arrowkafka.traffic.pairing import row_chunks
 from arrowkafka.traffic.records import (
     SOURCES,
@@ -42,7 +43,7 @@ def decode_capture(
     outdir: str | Path | None,
     specs: SpecSet,
     *,
-    broker_ports: Iterable[int] = (9092,),
+    broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int | None], None] | None = None,
     payloads: bool = True,

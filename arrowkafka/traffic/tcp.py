@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from arrowkafka.traffic.packets import ACK, FIN, RST, SYN, Segment
 
 __all__ = [
+    "DEFAULT_WINDOW_NS",
     "FlowKey",
     "StreamData",
     "StreamEnd",
@@ -54,6 +55,8 @@ __all__ = [
 FlowKey = tuple[bytes, int, bytes, int]
 """One direction of a TCP connection: ``(src ip, src port, dst ip, dst port)``."""
 
+# capture time a reassembler waits for reordered segments before it declares a gap
+DEFAULT_WINDOW_NS = 30_000_000_000
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
 
@@ -203,7 +206,7 @@ class TcpReassembler:
     def __init__(
         self,
         *,
-        window_ns: int | None = 30_000_000_000,
+        window_ns: int | None = DEFAULT_WINDOW_NS,
         max_pending: int = 32 << 20,
         idle_ns: int | None = None,
     ) -> None:
@@ -546,7 +549,7 @@ def _by_segment(events: list[StreamEvent]) -> Iterator[tuple[int, StreamEvent]]:
 def reassemble(
     segments: Iterable[Segment],
     *,
-    window_ns: int | None = 30_000_000_000,
+    window_ns: int | None = DEFAULT_WINDOW_NS,
     max_pending: int = 32 << 20,
     idle_ns: int | None = None,
     stats: TcpStats | None = None,
