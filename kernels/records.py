@@ -716,16 +716,21 @@ def _read_v2(data, pos, stop, row_start, hdr, b, table, verify_crc):
         _fail(hdr, b, R_NEGATIVE, pos + V2_COUNT - row_start, count, 0)
 
 
+@njit(inline="always")
+def batch_crc_v2(table, data, pos, end):
+    """The CRC-32C of the magic 2 batch at data[pos:end]: over its bytes from the attributes on
+    (KIP-98), by the CPU's instructions where it has them (HW_CRC32C), else by ``table``."""
+    if HW_CRC32C:
+        return np.int64(crc32c_hw(data, pos + V2_CRC_FROM, end))
+    return np.int64(crc32(table, data, pos + V2_CRC_FROM, end))
+
+
 @njit(cache=True, nogil=True)
 def crc_v2(data, hdr, b, table):
     """Check the CRC-32C of magic 2 batch b (in ``data``, where ``hdr`` places it): the computed
     one goes to H_CRC_CALC; False, and the batch failed, where it differs from the stored one."""
     pos = hdr[H_ABS, b]
-    stop = pos + hdr[H_SIZE, b]
-    if HW_CRC32C:
-        calc = np.int64(crc32c_hw(data, pos + V2_CRC_FROM, stop))
-    else:
-        calc = np.int64(crc32(table, data, pos + V2_CRC_FROM, stop))
+    calc = batch_crc_v2(table, data, pos, pos + hdr[H_SIZE, b])
     hdr[H_CRC_CALC, b] = calc
     if calc != hdr[H_CRC, b]:
         _fail(hdr, b, R_CRC, hdr[H_POS, b] + V2_CRC, hdr[H_CRC, b], calc)
@@ -1416,11 +1421,7 @@ def find_batch(data, start, stop, min_offset, crc32_table, crc32c_table, budget)
             budget -= length
             if budget < 0:
                 return OUT_OF_BUDGET
-            if HW_CRC32C:
-                calc = crc32c_hw(data, p + V2_CRC_FROM, p + 12 + length)
-            else:
-                calc = crc32(crc32c_table, data, p + V2_CRC_FROM, p + 12 + length)
-            if np.int64(calc) == np.int64(_be(data, p + V2_CRC, 4)):
+            if batch_crc_v2(crc32c_table, data, p, p + 12 + length) == np.int64(_be(data, p + V2_CRC, 4)):
                 return p
         else:
             if length < LEGACY_MIN[magic]:

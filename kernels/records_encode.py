@@ -32,7 +32,6 @@ from .records import (
     AT_MAGIC,
     ATTR_LOG_APPEND_TIME,
     CODEC_MASK,
-    HW_CRC32C,
     LEGACY_ATTR,
     LEGACY_CRC,
     LEGACY_CRC_FROM,
@@ -43,16 +42,14 @@ from .records import (
     V2_BASE_TS,
     V2_COUNT,
     V2_CRC,
-    V2_CRC_FROM,
     V2_EPOCH,
     V2_HEADER,
     V2_LAST_DELTA,
     V2_MAX_TS,
     V2_PEPOCH,
     V2_PID,
-    crc32,
+    batch_crc_v2,
     crc32_legacy,
-    crc32c_hw,
 )
 
 # ---- one int64 row of ``bh`` per field; batches in output order ----
@@ -268,11 +265,7 @@ def write_batches(out, bh, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_d
             _put_be(out, pos + V2_PEPOCH, bh[B_PEPOCH, b], 2)
             _put_be(out, pos + V2_BASE_SEQ, bh[B_BASE_SEQ, b], 4)
             _put_be(out, pos + V2_COUNT, bh[B_END, b] - bh[B_FIRST, b], 4)
-            if HW_CRC32C:
-                crc = np.int64(crc32c_hw(out, pos + V2_CRC_FROM, end))
-            else:
-                crc = np.int64(crc32(crc32c_table, out, pos + V2_CRC_FROM, end))
-            _put_be(out, pos + V2_CRC, crc, 4)
+            _put_be(out, pos + V2_CRC, batch_crc_v2(crc32c_table, out, pos, end), 4)
         elif not compressed:
             _write_records(out, pos, bh, b, perm, rec, hdrs, rsize, k_data, v_data, hk_data, hv_data,
                            crc32_table)  # fmt: skip
