@@ -94,7 +94,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_decode(args: argparse.Namespace) -> int:
+def cmd_decode(args: argparse.Namespace, *, banner: str = "") -> int:
+    """``banner``: said once the command is checked, just before the decoding (``sample``'s)."""
     from arrowkafka.traffic import decode_capture
     from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
 
@@ -105,6 +106,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
     specs = _specs(args)
     earlier, made = _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
+    if banner:
+        print(banner)
     _say_if_compiling()
 
     with _staged(Path(args.output), earlier, made) as stage:
@@ -301,9 +304,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
     capture = str(files("arrowkafka.data").joinpath(SAMPLE))
-    print(f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n")
     args.captures = [capture]
-    cmd_decode(args)  # its one reject is a known peer oddity: the sample ran, status 0
+    banner = f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n"
+    cmd_decode(args, banner=banner)  # its one reject is a known peer oddity: the sample ran, status 0
     table = str(Path(args.output, "FetchResponse.parquet").resolve()).replace("'", "''")
     query = f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms FROM '{table}' GROUP BY ALL"
     code = f"import duckdb; duckdb.sql({query!r}).show()"

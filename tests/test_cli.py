@@ -213,6 +213,9 @@ def test_output_folders_the_system_refuses(tmp_path: Path, capsys: pytest.Captur
         err = capsys.readouterr().err
         assert err.startswith(f"arrowkafka: error: {said}") and err.count("\n") == 1, err
         assert ".arrowkafka-writing" not in err
+    assert main(["sample", "-o", "/proc/arrowkafka-out"]) == 2  # and nothing said as if it ran
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith("arrowkafka: error: /proc/arrowkafka-out: cannot make")
 
 
 @pytest.mark.slow
