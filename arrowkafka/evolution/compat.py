@@ -614,33 +614,26 @@ def _struct(
             )
 
 
+def _presence(
+    kind: str, f: Field, released: list[int], path: str, scope: _Scope, found: _Collector, old: str, new: str,
+    tagged_note: str,
+) -> bool:  # fmt: skip
+    """A field that left (or joined) released versions: a break where it is untagged there
+    (peers read those bytes by position), compatible where it is tagged. Anything found?"""
+    bad = [v for v in released if not _tagged(f, v)]
+    tagged = [v for v in released if _tagged(f, v)]
+    if bad:
+        found.add(kind, scope.message, path, bad, compatible=False, rule="released-version", old=old, new=new)
+    if tagged:
+        found.add(kind, scope.message, path, tagged, compatible=True, old=old, new=new, note=tagged_note)
+    return bool(bad or tagged)
+
+
 def _removed(a: Field, path: str, shared: frozenset[int], scope: _Scope, found: _Collector) -> None:
     lost = [v for v in sorted(shared) if a.present_in(v)]
     released, other = _split(lost, scope.released)
-    bad = [v for v in released if not _tagged(a, v)]
-    tagged = [v for v in released if _tagged(a, v)]
-    if bad:
-        found.add(
-            "field-removed",
-            scope.message,
-            path,
-            bad,
-            compatible=False,
-            rule="released-version",
-            old=a.type,
-            new="absent",
-        )
-    if tagged:
-        found.add(
-            "field-removed",
-            scope.message,
-            path,
-            tagged,
-            compatible=True,
-            old=a.type,
-            new="absent",
-            note="a tagged field may leave a version (its tag stays used)",
-        )
+    note = "a tagged field may leave a version (its tag stays used)"
+    _presence("field-removed", a, released, path, scope, found, a.type, "absent", note)
     if other or not lost:
         found.add(
             "field-removed",
@@ -656,32 +649,10 @@ def _removed(a: Field, path: str, shared: frozenset[int], scope: _Scope, found: 
 
 def _added(b: Field, path: str, shared: frozenset[int], scope: _Scope, found: _Collector) -> None:
     released, _ = _split((v for v in shared if b.present_in(v)), scope.released)
-    bad = [v for v in released if not _tagged(b, v)]
-    tagged = [v for v in released if _tagged(b, v)]
+    note = "a tagged field may join a released flexible version"
+    any_found = _presence("field-added", b, released, path, scope, found, "absent", b.type, note)
     later = _split((v for v in scope.new.valid_versions if b.present_in(v)), scope.released)[1]
-    if bad:
-        found.add(
-            "field-added",
-            scope.message,
-            path,
-            bad,
-            compatible=False,
-            rule="released-version",
-            old="absent",
-            new=b.type,
-        )
-    if tagged:
-        found.add(
-            "field-added",
-            scope.message,
-            path,
-            tagged,
-            compatible=True,
-            old="absent",
-            new=b.type,
-            note="a tagged field may join a released flexible version",
-        )
-    if later or not (bad or tagged):
+    if later or not any_found:
         found.add("field-added", scope.message, path, later, compatible=True, old="absent", new=b.type)
 
 
