@@ -91,10 +91,7 @@ class SegmentSummary:
         for mine, theirs in ((self.partial_bytes, other.partial_bytes), (self.unread, other.unread),
                              (self.zeros, other.zeros), (self.skipped, other.skipped)):  # fmt: skip
             mine.update(theirs)
-        for mine, theirs in (
-            (self.codecs, other.codecs),
-            (self.tables, other.tables),
-        ):
+        for mine, theirs in ((self.codecs, other.codecs), (self.tables, other.tables)):
             for key, n in theirs.items():
                 mine[key] = mine.get(key, 0) + n
         for cause, n in other.causes.items():
