@@ -691,11 +691,15 @@ def load_spec_file(path: str | Path) -> MessageSpec:
 
 
 def spec_files(folder: str | Path) -> list[Path]:
-    """Every ``*.json`` under a folder, in a stable order."""
+    """Every ``*.json`` under a folder, in a stable order, but in hidden folders (``.git``, a
+    ``.venv``: never specs, and their JSON would be refused as such)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecError(str(folder), "", "not a folder" if folder.exists() else "no such folder")
-    return sorted(folder.rglob("*.json"))
+    found = folder.rglob("*.json")
+    return sorted(
+        p for p in found if not any(part.startswith(".") for part in p.relative_to(folder).parts[:-1])
+    )
 
 
 def add_spec(specs: dict[str, MessageSpec], spec: MessageSpec, file: str) -> None:

@@ -234,3 +234,16 @@ def test_draft_dialect() -> None:
     assert foos.struct is not None
     (bar,) = foos.struct.optional_fields
     assert (bar.default, bar.nullable_in(9)) == ("hello world", False)
+
+
+def test_a_folder_of_specs_skips_hidden_folders(tmp_path: Path) -> None:
+    """A project folder given as the specs: its .venv and .git hold JSON that is no spec."""
+    source = ROOT / "specs" / "clients" / "src" / "main" / "resources" / "common" / "message"
+    (tmp_path / "message").mkdir()
+    (tmp_path / "message" / "MetadataRequest.json").write_bytes(
+        (source / "MetadataRequest.json").read_bytes()
+    )
+    for hidden in (".venv/lib/site-packages/x.dist-info", ".git"):
+        (tmp_path / hidden).mkdir(parents=True)
+        (tmp_path / hidden / "direct_url.json").write_text('{"dir_info": {}}')
+    assert list(ak.load_specs(tmp_path)) == ["MetadataRequest"]
