@@ -4,7 +4,8 @@
 ``arrowkafka schema NAME``             prints the Arrow schema of a message (``--version V`` for one)
 ``arrowkafka decode CAPTURE -o DIR``   captured traffic to one Parquet table per message type
 ``arrowkafka segments PATH -o DIR``    Kafka log segments (files or log folders) to record tables
-``arrowkafka sample``                  ``decode`` on the bundled real capture
+``arrowkafka sample``                  ``decode`` on the bundled real capture (``--segments``: ``segments``
+                                        on the bundled log dir of a real broker)
 ``arrowkafka compat OLD NEW``          every change between two spec sets, each compatible or not
 ``arrowkafka what-if CAPTURE --specs D``  captured messages re-encoded under proposed specs, measured
 ``arrowkafka report DIR``              one self-contained HTML report of a folder ``decode`` wrote
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["command", "main"]
 
 SAMPLE = "tansu_confluent.pcap"
+SAMPLE_SEGMENTS = "segments"  # a Kafka 0.9.0.1 broker's log dir (data/README.md)
 
 EXIT = """exit status:
   0    everything decoded (`sample`: the job ran)
@@ -259,14 +261,18 @@ def _progress(capture: str, done: int, size: int | None) -> None:
     sys.stderr.flush()
 
 
-def cmd_segments(args: argparse.Namespace) -> int:
+def cmd_segments(args: argparse.Namespace, *, banner: str = "") -> int:
+    """``banner``: as ``cmd_decode``'s."""
     from arrowkafka.segments import decode_segments, segment_files
 
     files = segment_files(args.paths)  # every path readable, and a folder with segments, first
     # (the files found now: the output folder, made next, may lie under an input folder)
     earlier, made = _output_folder(Path(args.output), args.overwrite)
+    if banner:
+        print(banner)
     with _staged(Path(args.output), earlier, made) as stage:
-        summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=args.compression,
+        compression = getattr(args, "compression", "snappy")  # (sample has no --compression)
+        summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=compression,
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
     print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
@@ -303,16 +309,32 @@ def _write_report(folder: str, output: str | None) -> None:
 def cmd_sample(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
-    capture = str(files("arrowkafka.data").joinpath(SAMPLE))
-    args.captures = [capture]
-    banner = f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n"
-    cmd_decode(args, banner=banner)  # its one reject is a known peer oddity: the sample ran, status 0
-    table = str(Path(args.output, "FetchResponse.parquet").resolve()).replace("'", "''")
-    query = f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms FROM '{table}' GROUP BY ALL"
+    data = files("arrowkafka.data")
+    if args.segments:
+        args.output = args.output or "arrowkafka-sample-segments"
+        args.paths, args.no_payloads = [str(data.joinpath(SAMPLE_SEGMENTS))], False
+        banner = (
+            "reading the bundled log dir of a Kafka 0.9.0.1 broker (a topic per codec, __consumer_offsets)\n"
+        )
+        status = cmd_segments(args, banner=banner)
+        table = str(Path(args.output, "records.parquet").resolve()).replace("'", "''")
+        query = (
+            f"SELECT topic, count(*) AS records, sum(value_size) AS value_bytes FROM '{table}' GROUP BY ALL"
+        )
+    else:
+        args.output = args.output or "arrowkafka-sample"
+        args.captures = [str(data.joinpath(SAMPLE))]
+        banner = f"decoding the bundled sample {SAMPLE} (librdkafka 2.16 and a Tansu broker, 245 frames)\n"
+        cmd_decode(args, banner=banner)  # its one reject is a known peer oddity: the sample ran, status 0
+        status = 0
+        table = str(Path(args.output, "FetchResponse.parquet").resolve()).replace("'", "''")
+        query = (
+            f"SELECT _version, count(*) AS n, median(_latency_ns) / 1e6 AS p50_ms FROM '{table}' GROUP BY ALL"
+        )
     code = f"import duckdb; duckdb.sql({query!r}).show()"
     print("\nquery it, e.g. with DuckDB (installed with arrowkafka), as shown from any folder:")
     print(f"  {shlex.quote(sys.executable)} -c {shlex.quote(code)}")
-    return 0
+    return status
 
 
 COMPAT_EXIT = """exit status:
@@ -481,9 +503,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "and rejected batches' raw bytes")  # fmt: skip
     p.set_defaults(run=cmd_segments)
 
-    p = command("sample", "run the main job on the bundled capture", [common])
-    p.add_argument("-o", "--output", default="arrowkafka-sample", metavar="DIR",
-                   help="output folder (default: %(default)s; replaces an earlier run)")  # fmt: skip
+    p = command("sample", "run the main job on the bundled capture (or segments on the bundled log dir)",
+                [common])  # fmt: skip
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="output folder (default: arrowkafka-sample, with --segments "
+                        "arrowkafka-sample-segments; replaces an earlier run)")  # fmt: skip
+    p.add_argument(
+        "--segments",
+        action="store_true",
+        help="run `segments` on the bundled log dir of a real Kafka 0.9.0.1 broker instead",
+    )
     p.add_argument("--port", type=_port, action="append", help=argparse.SUPPRESS)
     p.set_defaults(run=cmd_sample, overwrite=True)
 

@@ -433,6 +433,35 @@ def test_the_sample_hint_runs_as_printed(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_sample_segments_and_their_hint(tmp_path: Path) -> None:
+    """``sample --segments``: the bundled log dir of a real Kafka 0.9.0.1 broker (a topic per
+    codec it has, 30 records each, and a group's committed offset) into tables, and the query
+    it prints runs as printed. (Held to Kafka's DumpLogSegments in test_kafka09_segments.)"""
+    proc = _run("sample", "--segments", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "arrowkafka-sample-segments"
+    batches = pq.read_table(out / "record_batches.parquet").to_pylist()
+    assert {b["topic"]: b["codec"] for b in batches if b["topic"] != "__consumer_offsets"} == {
+        f"orders-{c}": c for c in ("none", "gzip", "snappy", "lz4")
+    }
+    records = pq.read_table(out / "records.parquet").to_pylist()
+    for codec in ("none", "gzip", "snappy", "lz4"):
+        mine = [r for r in records if r["topic"] == f"orders-{codec}"]
+        assert [r["record_offset"] for r in mine] == list(range(30))
+        assert mine[7]["value"] == f'{{"order": 7, "codec": "{codec}", "items": 4}}'.encode()
+        assert [r["key"] for r in mine[:2]] == [None, b"customer-1"]
+    commit = pq.read_table(out / "consumer_offsets.OffsetCommit.parquet").to_pylist()
+    assert [(c["key"]["group"], c["key"]["topic"], c["value"]["offset"]) for c in commit] == [
+        ("billing", "orders-gzip", 30)
+    ]
+    hint = proc.stdout.rstrip().splitlines()[-1].strip()
+    ran = subprocess.run(
+        hint, shell=True, capture_output=True, text=True, cwd="/", env={"PATH": "/usr/bin:/bin"}
+    )
+    assert ran.returncode == 0 and "orders-snappy" in ran.stdout, ran.stderr
+
+
+@pytest.mark.slow
 def test_exit_status_says_whether_anything_went_to_rejects(tmp_path: Path) -> None:
     from tests.conftest import SHARED
 

@@ -85,6 +85,30 @@ def test_segments_of_a_real_broker_read_as_dump_log_segments_reads_them(
     broker: Broker, decoded: Path, codec: str
 ) -> None:
     segment = next((broker.logs / f"seg-{codec}-0").glob("*.log"))
+    records = _read_as_dump_reads(broker, decoded, segment)
+    if codec != "none":
+        batches = pq.read_table(decoded / "record_batches.parquet").to_pylist()
+        assert {b["codec"] for b in batches if b["file"] == str(segment)} == {codec}  # the broker's own
+    assert [r["value"] for r in records] == [_value(codec, i) for i in range(120)]
+
+
+@pytest.mark.slow
+def test_the_bundled_sample_segments_read_as_dump_log_segments_reads_them(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """arrowkafka/data/segments (``arrowkafka sample --segments``): another run of this broker's."""
+    from importlib.resources import files
+
+    logs = Path(str(files("arrowkafka.data").joinpath("segments")))
+    summary = decode_segments([logs], tmp_path)
+    assert summary.rejects == 0 and summary.records == 123
+    for segment in sorted(logs.glob("orders-*/*.log")):  # (__consumer_offsets: binary, typed elsewhere)
+        assert len(_read_as_dump_reads(broker, tmp_path, segment)) == 30, segment
+
+
+def _read_as_dump_reads(broker: Broker, decoded: Path, segment: Path) -> list[dict[str, object]]:
+    """The segment's batches and records in ``decoded``, held to DumpLogSegments's lines for it
+    -> its records."""
     batches = [
         b for b in pq.read_table(decoded / "record_batches.parquet").to_pylist() if b["file"] == str(segment)
     ]
@@ -94,15 +118,13 @@ def test_segments_of_a_real_broker_read_as_dump_log_segments_reads_them(
     assert [(b["last_offset"], b["position"], b["crc"], b["crc_ok"], b["magic"], CODECS[b["codec"]])
             for b in batches] == [(int(d["offset"]), int(d["position"]), int(d["crc"]), d["valid"] == "true",
                                    int(d["magic"]), d["codec"]) for d in shallow]  # fmt: skip
-    if codec != "none":
-        assert {b["codec"] for b in batches} == {codec}  # the broker compressed every batch itself
     # deep: every record
     deep = _dump(broker, segment)
     assert [(r["record_offset"], r["key"], r["value"]) for r in records] == [
         (int(d["offset"]), None if d["key"] is None else d["key"].encode(), (d["payload"] or "").encode())
         for d in deep
     ]
-    assert [r["value"] for r in records] == [_value(codec, i) for i in range(120)]
+    return records
 
 
 def _dump_shallow(broker: Broker, segment: Path) -> list[dict[str, str]]:

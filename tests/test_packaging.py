@@ -73,6 +73,9 @@ def test_pip_install(tmp_path: Path, editable: bool) -> None:
         assert location.parent == Path(purelib)
         assert not (Path(purelib) / "kernels").exists()
         assert (Path(purelib) / "arrowkafka" / "specs" / "LICENSE").is_file()
+        data = Path(purelib) / "arrowkafka" / "data"  # what `arrowkafka sample` reads, installed
+        assert (data / "tansu_confluent.pcap").is_file()
+        assert len(list(data.glob("segments/*/*.log"))) == 5
     cli = subprocess.run(
         [str(venv / "bin" / "arrowkafka"), "specs", "--type", "header"],
         check=True,
