@@ -106,13 +106,12 @@ def cmd_decode(args: argparse.Namespace, *, banner: str = "") -> int:
     for capture in args.captures:  # every capture readable, and a capture, before anything is written
         _check_capture(capture)
     specs = _specs(args)
-    earlier, made = _output_folder(Path(args.output), args.overwrite, list(specs))
     bound_heap()
-    if banner:
-        print(banner)
-    _say_if_compiling()
-
-    with _staged(Path(args.output), earlier, made) as stage:
+    earlier, made = _output_folder(Path(args.output), args.overwrite, list(specs))
+    with _staged(Path(args.output), earlier, made) as stage:  # (the folder goes if the job does)
+        if banner:
+            print(banner)
+        _say_if_compiling()
         summary = decode_capture(args.captures, stage, specs, broker_ports=args.port or DEFAULT_BROKER_PORTS,
                                  progress=_progress if sys.stderr.isatty() else None,
                                  payloads=not getattr(args, "no_payloads", False),
@@ -175,9 +174,9 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
             f"{out}: holds {len(earlier)} tables of an earlier run; "
             "choose another folder, or --overwrite to replace them"
         )
-    made = [p for p in (out, *out.parents) if not p.exists()]
+    made: list[Path] = []
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_folder(out, made)
     except OSError as e:
         _unmake(made)
         raise UserError(f"{out}: cannot make this folder ({e.strerror or e})") from None
@@ -187,13 +186,25 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
     return earlier, made
 
 
-def _unmake(made: list[Path]) -> None:
-    """Remove the folders a job made (deepest first), where they are still empty."""
-    for folder in made:
+def _make_folder(out: Path, made: list[Path]) -> None:
+    """``out`` and its missing parents, made one at a time as the system walks the path
+    (``..`` included), each folder this call made put first in ``made``: only those are ever
+    removed again, never one that was there."""
+    parts = out.parts
+    for i in range(len(parts)):
+        folder = Path(*parts[: i + 1])
         try:
+            os.mkdir(folder)
+        except FileExistsError:
+            continue  # (not a folder: the next mkdir says so)
+        made.insert(0, folder)
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the folders a job made (deepest first), each where it is still empty."""
+    for folder in made:
+        with contextlib.suppress(OSError):
             folder.rmdir()
-        except OSError:
-            return
 
 
 # the errors of a disk that cannot take the tables (not of a capture or segment being read)
@@ -206,27 +217,28 @@ def _staged(out: Path, earlier: list[Path], made: list[Path]) -> Iterator[Path]:
     when the job is done: a job that fails or is interrupted leaves no table that passes for a
     whole one, and an earlier run's tables (``--overwrite``) stay until the new ones are there;
     the folders made for it (``made``) go again."""
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=".arrowkafka-writing-", dir=out))
-    except OSError as e:  # (a folder that says it can be written, and cannot: /proc)
-        _unmake(made)
-        raise UserError(f"{out}: cannot write in this folder ({e.strerror or e})") from None
     done = False
     try:
-        yield stage
-        for table in earlier:
-            table.unlink()
-        for table in sorted(stage.iterdir()):
-            os.replace(table, out / table.name)  # one folder, one file system: each move whole
-        done = True
-    except OSError as e:
-        if e.errno in DISK_FULL and e.filename is None:  # (Parquet's writer names no file)
-            kept = ", an earlier run's tables kept" if earlier else ""
-            raise UserError(f"{out}: the tables could not be written: {os.strerror(e.errno)} "
-                            f"(nothing written{kept})") from e  # fmt: skip
-        raise
+        try:
+            stage = Path(tempfile.mkdtemp(prefix=".arrowkafka-writing-", dir=out))
+        except OSError as e:  # (a folder that says it can be written, and cannot: /proc)
+            raise UserError(f"{out}: cannot write in this folder ({e.strerror or e})") from None
+        try:
+            yield stage
+            for table in earlier:
+                table.unlink()
+            for table in sorted(stage.iterdir()):
+                os.replace(table, out / table.name)  # one folder, one file system: each move whole
+            done = True
+        except OSError as e:
+            if e.errno in DISK_FULL and e.filename is None:  # (Parquet's writer names no file)
+                kept = ", an earlier run's tables kept" if earlier else ""
+                raise UserError(f"{out}: the tables could not be written: {os.strerror(e.errno)} "
+                                f"(nothing written{kept})") from e  # fmt: skip
+            raise
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
         if not done:
             _unmake(made)
 
@@ -268,9 +280,9 @@ def cmd_segments(args: argparse.Namespace, *, banner: str = "") -> int:
     files = segment_files(args.paths)  # every path readable, and a folder with segments, first
     # (the files found now: the output folder, made next, may lie under an input folder)
     earlier, made = _output_folder(Path(args.output), args.overwrite)
-    if banner:
-        print(banner)
     with _staged(Path(args.output), earlier, made) as stage:
+        if banner:
+            print(banner)
         compression = getattr(args, "compression", "snappy")  # (sample has no --compression)
         summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=compression,
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip

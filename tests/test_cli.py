@@ -192,10 +192,17 @@ def test_a_job_that_fails_leaves_no_folder_it_made(tmp_path: Path, monkeypatch: 
         there = tmp_path / "there"
         there.mkdir()
         (there / "notes.txt").write_text("mine")
-        with pytest.raises(RuntimeError):
-            main([*command, "-o", str(there)])
+        (tmp_path / "empty").mkdir()  # a folder of the user's, empty: removable, and not ours to remove
+        for out in (there, tmp_path / "empty", tmp_path / "new" / ".." / "empty"):
+            with pytest.raises(RuntimeError):
+                main([*command, "-o", str(out)])
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "t-0", "there"], out
         assert [p.name for p in there.iterdir()] == ["notes.txt"]
         shutil.rmtree(there)
+        (tmp_path / "empty").rmdir()
+    # the last folder cannot be made: its parents, made on the way, go too
+    assert main(["decode", str(SAMPLE), "-o", str(tmp_path / "new" / ("x" * 300))]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t-0"]
 
 
 def test_output_folders_the_system_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
