@@ -7,6 +7,7 @@ prints the summary."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -141,48 +142,70 @@ def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = (
     return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
 
 
-MAX_CAUSES = 1000  # distinct causes a summary keeps apart; the rest are counted as others
-SHOWN_CAUSES = 5
+# a number in a reason (an offset, a size, a stored CRC), not in a name (CRC-32C, v12, KIP-98)
+REASON_NUMBER = re.compile(r"(?<![\w-])(0x[0-9a-fA-F]+|\d+)(?![\w-])")
 
 
-def count_causes(causes: dict[tuple[str, str], int], rejects: pa.Table) -> None:
-    """Count a table of rejects (a capture's or a segment job's) into ``causes``, by what went
-    wrong: its error and reason, and the message and version where it names them."""
-    if not rejects.num_rows:
-        return
-    keys = ["error", "reason"] + [c for c in ("message", "version") if c in rejects.column_names]
-    for row in rejects.group_by(keys, use_threads=False).aggregate([([], "count_all")]).to_pylist():
-        add_cause(
-            causes, row["error"], row["reason"], row.get("message"), row.get("version"), row["count_all"]
-        )
+class Causes:
+    """Rows of rejects counted by cause, for a summary: the error, and the reason with its
+    numbers as ``#`` (ten CRC mismatches are one cause, whatever their CRCs), with the message
+    and version it concerns; each cause keeps its full reason as an example while every row of
+    it had that one. At most ``MAX`` causes apart; the rest are counted together."""
 
+    MAX = 1000
+    SHOWN = 5
+    _OTHERS = ("", "")
 
-def add_cause(
-    causes: dict[tuple[str, str], int], error: str | None, reason: str | None, message: str | None,
-    version: int | None, n: int,
-) -> None:  # fmt: skip
-    """``n`` rows of rejects of one cause (the Spark job counts them by a query)."""
-    what = f" ({message} v{version})" if message else ""
-    key = (error or "", f"{reason or ''}{what}")
-    if key not in causes and len(causes) >= MAX_CAUSES:
-        key = ("", "")  # (the others)
-    causes[key] = causes.get(key, 0) + n
+    def __init__(self) -> None:
+        self.by: dict[tuple[str, str], tuple[int, str]] = {}  # (error, cause) -> (rows, example or "")
 
+    def __bool__(self) -> bool:
+        return bool(self.by)
 
-def cause_lines(causes: dict[tuple[str, str], int]) -> list[str]:
-    """The summary's lines saying why rows went to rejects: the commonest causes, each row of
-    them in the rejects table (none if nothing was rejected)."""
-    if not causes:
-        return []
-    ranked = sorted(((n, key) for key, n in causes.items() if key != ("", "")), key=lambda x: (-x[0], x[1]))
-    lines = ["rejected, by cause (rejects.parquet holds each, with where and its bytes):"]
-    for n, (error, reason) in ranked[:SHOWN_CAUSES]:
-        text = reason if len(reason) <= 100 else reason[:97] + "..."
-        lines.append(f"  {n:>8}  {error}: {text}")
-    others = sum(n for n, _ in ranked[SHOWN_CAUSES:]) + causes.get(("", ""), 0)
-    if others:
-        lines.append(f"  {others:>8}  of other causes")
-    return lines
+    def add(
+        self, error: str | None, reason: str | None, message: str | None = None, version: int | None = None,
+        n: int = 1, same: bool = True,
+    ) -> None:  # fmt: skip
+        """``n`` rows of one cause (``same``: all with this very reason; the Spark job counts
+        its causes by a query and says whether their reasons differed)."""
+        what = f" ({message} v{version})" if message else ""
+        reason = reason or ""
+        self._count((error or "", REASON_NUMBER.sub("#", reason) + what), n, reason + what if same else "")
+
+    def add_table(self, rejects: pa.Table) -> None:
+        """Every row of a table of rejects (a capture's or a segment job's)."""
+        if not rejects.num_rows:
+            return
+        keys = ["error", "reason"] + [c for c in ("message", "version") if c in rejects.column_names]
+        for row in rejects.group_by(keys, use_threads=False).aggregate([([], "count_all")]).to_pylist():
+            self.add(row["error"], row["reason"], row.get("message"), row.get("version"), row["count_all"])
+
+    def merge(self, other: Causes) -> None:
+        for key, (n, example) in other.by.items():
+            self._count(key, n, example)
+
+    def _count(self, key: tuple[str, str], n: int, example: str) -> None:
+        if key not in self.by and len(self.by) >= self.MAX:
+            key, example = self._OTHERS, ""
+        had, was = self.by.get(key, (0, example))
+        self.by[key] = (had + n, was if was == example else "")
+
+    def lines(self) -> list[str]:
+        """The summary's lines: the commonest causes, each row of them in the rejects table
+        (none if nothing was rejected)."""
+        if not self.by:
+            return []
+        ranked = sorted(((n, key, ex) for key, (n, ex) in self.by.items() if key != self._OTHERS),
+                        key=lambda x: (-x[0], x[1]))  # fmt: skip
+        lines = ["rejected, by cause (rejects.parquet holds each, with where and its bytes):"]
+        for n, (error, cause), example in ranked[: self.SHOWN]:
+            text = example or cause
+            text = text if len(text) <= 100 else text[:97] + "..."
+            lines.append(f"  {n:>8}  {error}: {text}")
+        others = sum(n for n, _, _ in ranked[self.SHOWN :]) + self.by.get(self._OTHERS, (0, ""))[0]
+        if others:
+            lines.append(f"  {others:>8}  of other causes")
+        return lines
 
 
 def record_lines(records: int, batches: int, rejected: int, control: dict[str, int]) -> list[str]:

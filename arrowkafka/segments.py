@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import ParquetTables, cause_lines, count_causes
+from arrowkafka.output import Causes, ParquetTables
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -81,7 +81,7 @@ class SegmentSummary:
     codecs: dict[str, int] = field(default_factory=dict)  # codec -> batches
     tables: dict[str, int] = field(default_factory=dict)  # typed table -> rows
     first_batch_id: int = 0  # batch ids count from here
-    causes: dict[tuple[str, str], int] = field(default_factory=dict)  # rows of rejects by (error, reason)
+    causes: Causes = field(default_factory=Causes)  # rows of rejects by cause
 
     def add(self, other: SegmentSummary) -> None:
         """Count ``other`` (another job's, a Spark task's) in."""
@@ -94,8 +94,7 @@ class SegmentSummary:
         for mine, theirs in ((self.codecs, other.codecs), (self.tables, other.tables)):
             for key, n in theirs.items():
                 mine[key] = mine.get(key, 0) + n
-        for cause, n in other.causes.items():
-            self.causes[cause] = self.causes.get(cause, 0) + n
+        self.causes.merge(other.causes)
 
     def render(self) -> str:
         codecs = ", ".join(f"{c} {n}" for c, n in sorted(self.codecs.items()))
@@ -120,7 +119,7 @@ class SegmentSummary:
             lines.append(f"{f}: ends in {n} bytes of zeros (a preallocated segment's unwritten tail)")
         for name, n in sorted(self.tables.items()):
             lines.append(f"{name}: {n} rows")
-        return "\n".join(lines + cause_lines(self.causes))
+        return "\n".join(lines + self.causes.lines())
 
 
 def segment_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -487,7 +486,7 @@ def _skipped(
 
 
 def _write_rejects(writers: ParquetTables, summary: SegmentSummary, rejects: pa.Table) -> None:
-    count_causes(summary.causes, rejects)
+    summary.causes.add_table(rejects)
     writers.write("rejects", rejects)
 
 

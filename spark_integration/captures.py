@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from arrowkafka.output import add_cause, cause_lines, frames_line, record_lines
+from arrowkafka.output import REASON_NUMBER, Causes, frames_line, record_lines
 
 from .types import spark_arrow_type, spark_type, task_specs
 
@@ -95,13 +95,13 @@ class CaptureSummary:
     record_rejects: int = 0
     # KRaft control records written, per table (``record_control.LeaderChangeMessage`` ...)
     control: dict[str, int] = field(default_factory=dict)
-    causes: dict[tuple[str, str], int] = field(default_factory=dict)  # rows of rejects by cause
+    causes: Causes = field(default_factory=Causes)  # rows of rejects by cause
 
     def render(self) -> str:
         """What the job did, in the lines ``arrowkafka decode`` ends its summary with."""
         lines = [frames_line(self.frames_in, self.rows, self.rejects)]
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
-        lines += cause_lines(self.causes)
+        lines += self.causes.lines()
         lines.append(
             f"wrote {len(self.tables)} message tables, the record tables and rejects to {self.outdir}/"
         )
@@ -524,9 +524,16 @@ def decode_captures(
         }
         jobs["rejects"] = decoded.where(F.col(_REJECT).isNotNull()).select(f"{_REJECT}.*")
         if summary.rejects or summary.record_rejects:  # why, as the CLI's summary says it
-            by_cause = jobs["rejects"].groupBy("error", "reason", "message", "version").count().collect()
-            for r in by_cause:
-                add_cause(summary.causes, r["error"], r["reason"], r["message"], r["version"], r["count"])
+            # grouped as Causes groups them (numbers as #), only the commonest (Causes.MAX) brought back
+            cause = F.regexp_replace("reason", REASON_NUMBER.pattern, "#").alias("cause")
+            by_cause = (
+                jobs["rejects"]
+                .groupBy("error", cause, "message", "version")
+                .agg(F.count("*").alias("n"), F.min("reason").alias("lo"), F.max("reason").alias("hi"))
+            )
+            for r in by_cause.orderBy(F.desc("n")).limit(Causes.MAX).collect():
+                same = r["lo"] == r["hi"]
+                summary.causes.add(r["error"], r["lo"], r["message"], r["version"], r["n"], same=same)
         jobs.update(_record_jobs(spark, decoded, batches, (*RECORD_TABLES, *control)))
         with _conf_lock:
             key = "spark.sql.parquet.outputTimestampType"

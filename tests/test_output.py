@@ -120,43 +120,75 @@ def test_the_commands_offer_the_codecs_jobs_write() -> None:
 
 def test_the_summary_says_why_rows_were_rejected(tmp_path: Path) -> None:
     """Each cause of rejects counted once per row, the commonest first; a capture's name their
-    message and version; the causes past the bound counted together, none lost."""
-    from arrowkafka import output
+    message and version; reasons that differ only in their numbers (offsets, sizes, CRCs) are
+    one cause; the causes past the bound counted together, none lost."""
+    from arrowkafka.output import Causes
     from arrowkafka.traffic.columns import REJECT_SCHEMA
 
     summary = decode_capture([SHARED / "captures" / "tansu_confluent.pcap"], None, ak.load_specs())
-    assert summary.causes == {("Corrupt", "3 bytes left over after the last field (MetadataRequest v12)"): 1}
+    reason = "3 bytes left over after the last field (MetadataRequest v12)"
+    assert summary.causes.by == {
+        ("Corrupt", "# bytes left over after the last field (MetadataRequest v12)"): (1, reason)
+    }
     assert summary.render().splitlines()[-2:] == [
         "rejected, by cause (rejects.parquet holds each, with where and its bytes):",
-        "         1  Corrupt: 3 bytes left over after the last field (MetadataRequest v12)",
+        f"         1  Corrupt: {reason}",
     ]
-    rows = [{"error": "Partial", "reason": "capture end"}] * 3 + [
-        {"error": "Corrupt", "reason": f"cause {i}", "message": "FetchResponse", "version": 12}
-        for i in range(7)
+    crc = [
+        {"error": "Corrupt", "reason": f"CRC-32C mismatch: stored {i:#010x}, computed 0x0000002a"}
+        for i in range(4)
     ]
-    causes: dict[tuple[str, str], int] = {}
-    output.count_causes(causes, pa.Table.from_pylist(rows, REJECT_SCHEMA))
-    output.count_causes(causes, pa.Table.from_pylist(rows[:1], REJECT_SCHEMA))
-    lines = output.cause_lines(causes)
-    assert lines[1:3] == [
-        "         4  Partial: capture end",
-        "         1  Corrupt: cause 0 (FetchResponse v12)",
+    rows = (
+        [{"error": "Partial", "reason": "capture end"}] * 5
+        + crc
+        + [
+            {"error": "Corrupt", "reason": f"cause-{i}", "message": "FetchResponse", "version": 12}
+            for i in range(7)
+        ]
+    )
+    causes = Causes()
+    causes.add_table(pa.Table.from_pylist(rows, REJECT_SCHEMA))
+    causes.add_table(pa.Table.from_pylist(rows[:1], REJECT_SCHEMA))
+    lines = causes.lines()
+    assert lines[1:4] == [
+        "         6  Partial: capture end",
+        "         4  Corrupt: CRC-32C mismatch: stored #, computed #",  # (the CRC's name kept)
+        "         1  Corrupt: cause-0 (FetchResponse v12)",
     ]
-    assert lines[-1] == "         3  of other causes" and len(lines) == 2 + output.SHOWN_CAUSES
-    bounded: dict[tuple[str, str], int] = {}
-    many = [{"error": "Corrupt", "reason": f"r{i}"} for i in range(output.MAX_CAUSES + 10)]
-    output.count_causes(bounded, pa.Table.from_pylist(many, REJECT_SCHEMA))
-    assert len(bounded) == output.MAX_CAUSES + 1 and sum(bounded.values()) == len(many)
-    assert output.cause_lines({}) == []
+    assert lines[-1] == "         4  of other causes" and len(lines) == 2 + Causes.SHOWN
+    merged = Causes()
+    merged.merge(causes)
+    merged.merge(causes)
+    assert merged.by[("Partial", "capture end")] == (12, "capture end")
+    bounded = Causes()
+    many = [{"error": "Corrupt", "reason": f"r-{i}"} for i in range(Causes.MAX + 10)]
+    bounded.add_table(pa.Table.from_pylist(many, REJECT_SCHEMA))
+    assert len(bounded.by) == Causes.MAX + 1 and sum(n for n, _ in bounded.by.values()) == len(many)
+    assert Causes().lines() == []
 
 
 def test_a_segment_jobs_summary_says_why_too(tmp_path: Path) -> None:
-    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    """Ten CRC mismatches in a real broker's segment are one cause, not ten."""
+    from importlib.resources import files
+
+    source = (
+        Path(str(files("arrowkafka.data").joinpath("segments")))
+        / "orders-none-0"
+        / "00000000000000000000.log"
+    )
+    data = bytearray(source.read_bytes())
+    pos = 0
+    for _ in range(10):  # a byte of each of the first ten messages' values flipped
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        data[pos + 12 + size - 3] ^= 0x20
+        pos += 12 + size
+    segment = tmp_path / "orders-none-0" / "00000000000000000000.log"
     segment.parent.mkdir()
-    segment.write_bytes(b"not a batch, but text that is long enough to read as one" * 4)
+    segment.write_bytes(bytes(data))
     summary = decode_segments([segment], tmp_path / "out")
-    assert summary.causes == {("Corrupt", "unknown magic 32"): 1}
-    assert summary.render().splitlines()[-1] == "         1  Corrupt: unknown magic 32"
-    assert pq.read_table(tmp_path / "out" / "rejects.parquet").column("reason").to_pylist() == [
-        "unknown magic 32"
+    assert summary.render().splitlines()[-2:] == [
+        "rejected, by cause (rejects.parquet holds each, with where and its bytes):",
+        "        10  Corrupt: CRC-32 mismatch: stored #, computed #",
     ]
+    reasons = pq.read_table(tmp_path / "out" / "rejects.parquet").column("reason").to_pylist()
+    assert len(set(reasons)) == 10 and all(r.startswith("CRC-32 mismatch: stored 0x") for r in reasons)

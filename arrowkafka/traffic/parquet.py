@@ -12,7 +12,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from arrowkafka.api import SpecSet
-from arrowkafka.output import ParquetTables, count_causes
+from arrowkafka.output import ParquetTables
 from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
@@ -86,7 +86,7 @@ def decode_capture(
                 bad = [rejects_without_payloads(b) for b in bad]
             held["rejects"] += [rejects, *bad]
             for table in (rejects, *bad):
-                count_causes(summary.causes, table)
+                summary.causes.add_table(table)
             topic_names = names_of[headers.capture]
             learn_topic_names(tables, topic_names)
             for message, parts in tables.items():
@@ -108,7 +108,7 @@ def decode_capture(
                             summary.control.get(CONTROL_TABLES + name, 0) + table.num_rows
                         )
                     held["rejects"].append(rt.rejects)  # (no payloads: decode_records kept no raw bytes)
-                    count_causes(summary.causes, rt.rejects)
+                    summary.causes.add_table(rt.rejects)
             if not payloads:  # the record batches in the message tables hold keys and values
                 tables = {m: [without_payloads(t) for t in parts] for m, parts in tables.items()}
             for message, parts in tables.items():

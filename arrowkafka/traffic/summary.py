@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from arrowkafka.output import cause_lines, frames_line, record_lines
+from arrowkafka.output import Causes, frames_line, record_lines
 from arrowkafka.traffic.columns import ends_of
 from arrowkafka.traffic.frames import CaptureStats, PartialFrame, SkippedBytes, frame_pieces
 from arrowkafka.traffic.pcap import TAIL_KEEP
@@ -70,8 +70,7 @@ class Summary:
     record_rejects: int = 0
     # KRaft control records written (a controller's Fetch of the metadata log), per table
     control: dict[str, int] = field(default_factory=dict)
-    # rows of rejects (frames and record batches) by cause: (error, reason): count
-    causes: dict[tuple[str, str], int] = field(default_factory=dict)
+    causes: Causes = field(default_factory=Causes)  # rows of rejects (frames, record batches) by cause
 
     def latencies(self, api: str, version: int) -> np.ndarray:
         """Every response's latency (ns) for an API and version, in capture order."""
@@ -106,7 +105,7 @@ class Summary:
                     f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them"
                 )
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
-        lines += cause_lines(self.causes)
+        lines += self.causes.lines()
         return "\n".join(lines)
 
 
