@@ -96,6 +96,8 @@ def decode_capture(
                     rt = records_of(
                         part, message, summary.record_batches, payloads, headers.capture, topic_names
                     )
+                    if not rt.found:
+                        summary.records_not_found.add(message)
                     summary.record_batches += rt.batches.num_rows
                     summary.records += rt.records.num_rows
                     summary.record_rejects += rt.rejects.num_rows

@@ -6,6 +6,7 @@ field belongs to."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -76,6 +77,7 @@ class RecordTables:
     rejects: pa.Table  # rows of rejects
     # KRaft control records through their specs, linked as the records are: {spec name: table}
     control: dict[str, pa.Table] = field(default_factory=dict)
+    found: bool = True  # False: the message holds no records field where a topic's partitions would
 
 
 def records_of(
@@ -89,23 +91,21 @@ def records_of(
     """The records of every ``records`` field of ``table`` (decoded rows of ``message``, frame
     columns first); batch ids count from ``first_id``. A topic named only by its id gets its
     name from ``topic_names`` (what the capture's Metadata responses said so far)."""
-    topics_list, name_field, id_field, parts_list, index_field = SOURCES[message]
     schemas = record_schemas(payloads)
-    # (every body rejected; and an empty uuid column cannot combine) or specs of a revision
-    # whose message has no records where these are looked for (a spec folder of the user's)
-    if table.num_rows == 0 or not _has_records(table.schema, topics_list, parts_list, index_field):
+    where = record_fields(table.schema, message)
+    # (every body rejected; and an empty uuid column cannot combine), or specs of the user's
+    # whose message holds no records field under a topic's partitions (``found`` is False)
+    if table.num_rows == 0 or where is None:
         return RecordTables(
             schemas["record_batches"].empty_table(),
             schemas["records"].empty_table(),
             schemas["record_markers"].empty_table(),
             REJECT_SCHEMA.empty_table(),
+            found=where is not None,
         )
+    topics_list, name_field, id_field, parts_list, index_field = where
     topics = table.column(topics_list).combine_chunks()
     topic = pc.list_flatten(topics)
-    # a field an older or newer revision of the specs lacks (3.0.0's FetchResponse has no
-    # topic_id) is as a version without it: null
-    name_field, id_field = (f if f is not None and topic.type.get_field_index(f) >= 0 else None
-                            for f in (name_field, id_field))  # fmt: skip
     topic_row = pc.list_parent_indices(topics)
     parts = pc.struct_field(topic, parts_list)
     part = pc.list_flatten(parts)
@@ -178,24 +178,50 @@ def rejects_without_payloads(rejects: pa.Table) -> pa.Table:
     return rejects.set_column(rejects.schema.get_field_index("raw"), rejects.schema.field("raw"), raw)
 
 
-def _has_records(schema: pa.Schema, topics_list: str, parts_list: str, index_field: str) -> bool:
-    """Does a message table hold ``records`` fields where ``SOURCES`` looks for them?"""
+def record_fields(schema: pa.Schema, message: str) -> tuple[str, str | None, str | None, str, str] | None:
+    """Where a message table's ``records`` fields are: (topics list, topic name, topic id,
+    partitions list, partition index), by ``SOURCES``' names where the table has them, else
+    found (specs of another revision may name them otherwise: Kafka's older Fetch responses call
+    the topics ``topics``); a name or id the specs lack is None (null, as in a version without
+    it). None where no list of structs holds a list of structs with ``records``."""
+    known = SOURCES.get(message)
+    lists = {f.name: f.type.value_type for f in schema if _is_struct_list(f.type)}
+    names = [known[0]] if known and known[0] in lists else list(lists)
+    for topics_list in names:
+        topic = lists[topics_list]
+        parts = {f.name: f.type.value_type for f in topic if _is_struct_list(f.type)}
+        wanted = [known[3]] if known and known[3] in parts else list(parts)
+        for parts_list in [p for p in wanted if parts[p].get_field_index("records") >= 0]:
+            part = parts[parts_list]
+            index = _first(part, (known[4],) if known else (), ("partition_index", "index", "partition"),
+                           pa.types.is_int32)  # fmt: skip
+            if index is None:
+                continue
+            name = _first(
+                topic, (known[1],) if known and known[1] else (), ("topic", "name"), pa.types.is_string
+            )
+            uuid = _first(topic, (known[2],) if known and known[2] else (), ("topic_id",), _is_uuid)
+            return topics_list, name, uuid, parts_list, index
+    return None
 
-    def struct_of_list(t: pa.DataType | None, name: str) -> pa.StructType | None:
-        i = -1 if t is None else t.get_field_index(name)
-        item = None if t is None or i < 0 else t.field(i).type
-        if item is None or not pa.types.is_list(item) or not pa.types.is_struct(item.value_type):
-            return None
-        return item.value_type
 
-    i = schema.get_field_index(topics_list)
-    topics = None if i < 0 else schema.field(i).type
-    if topics is None or not pa.types.is_list(topics) or not pa.types.is_struct(topics.value_type):
-        return False
-    part = struct_of_list(topics.value_type, parts_list)
-    return (
-        part is not None and part.get_field_index(index_field) >= 0 and part.get_field_index("records") >= 0
-    )
+def _is_struct_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) and pa.types.is_struct(t.value_type)
+
+
+def _is_uuid(t: pa.DataType) -> bool:
+    return isinstance(t, pa.UuidType) or t == pa.binary(16)
+
+
+def _first(
+    struct: pa.StructType, preferred: tuple[str, ...], names: tuple[str, ...], kind: Any
+) -> str | None:
+    """The first of ``preferred`` then ``names`` that ``struct`` holds, of the kind asked."""
+    for name in (*preferred, *names):
+        i = struct.get_field_index(name)
+        if i >= 0 and kind(struct.field(i).type):
+            return name
+    return None
 
 
 def _join(link: pa.Table, body: pa.Table, schema: pa.Schema) -> pa.Table:

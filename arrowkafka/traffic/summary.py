@@ -71,6 +71,8 @@ class Summary:
     # KRaft control records written (a controller's Fetch of the metadata log), per table
     control: dict[str, int] = field(default_factory=dict)
     causes: Causes = field(default_factory=Causes)  # rows of rejects (frames, record batches) by cause
+    # messages whose specs hold no records field where a topic's partitions would (user's specs)
+    records_not_found: set[str] = field(default_factory=set)
 
     def latencies(self, api: str, version: int) -> np.ndarray:
         """Every response's latency (ns) for an API and version, in capture order."""
@@ -105,6 +107,9 @@ class Summary:
                     f" ({c.tcp.invalid_bytes} payload bytes), as a receiver ignores them"
                 )
         lines += record_lines(self.records, self.record_batches, self.record_rejects, self.control)
+        if self.records_not_found:
+            lines.append(f"records not read in {', '.join(sorted(self.records_not_found))}: the specs given"
+                         " hold no records field in a topic's partitions")  # fmt: skip
         lines += self.causes.lines()
         return "\n".join(lines)
 

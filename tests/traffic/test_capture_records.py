@@ -403,3 +403,36 @@ def test_records_with_specs_of_another_revision(
         if revision == "old-3.0.0":
             assert duckdb.sql(f"SELECT count(topic_id) FROM '{folder}/records.parquet'").fetchall() == [(0,)]
     assert total >= 200  # noida_kafka_python's 200 at least: both revisions know its versions
+
+
+def test_records_where_other_specs_name_their_lists_otherwise(
+    shared: Path, out: dict[str, Path], tmp_path: Path
+) -> None:
+    """Specs that call FetchResponse's topics ``Topics`` and a topic's name ``Name`` (as Kafka's
+    older ones did): the records are found all the same; specs with no records field there say
+    so in the summary rather than write no records in silence."""
+    vendored = ROOT / "specs" / "clients" / "src" / "main" / "resources" / "common" / "message"
+    text = (vendored / "FetchResponse.json").read_text()
+    renamed = text.replace('"name": "Responses"', '"name": "Topics"').replace(
+        '"name": "Topic",', '"name": "Name",'
+    )
+    query = "SELECT _message, _correlation_id, topic, partition, record_offset, value FROM '{}/records.parquet' ORDER BY ALL"
+    for name, spec_text in (
+        ("renamed", renamed),
+        ("no-records", text.replace('"name": "Records"', '"name": "Data"')),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "FetchResponse.json").write_text(spec_text)
+        specs = ak.load_specs(ROOT / "specs", folder)
+        summary = decode_capture(
+            [shared / "captures" / "tansu_confluent.pcap"], tmp_path / f"{name}-out", specs
+        )
+        got = duckdb.sql(query.format(tmp_path / f"{name}-out")).fetchall()
+        want = duckdb.sql(query.format(out["tansu_confluent"])).fetchall()
+        if name == "renamed":
+            assert got == want and sum(r[0] == "FetchResponse" for r in got) == 187
+            assert not summary.records_not_found
+        else:
+            assert got == [r for r in want if r[0] != "FetchResponse"]
+            assert "records not read in FetchResponse: the specs given hold no records field" in summary.render()
