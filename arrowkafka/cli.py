@@ -53,7 +53,7 @@ SAMPLE = "tansu_confluent.pcap"
 SAMPLE_SEGMENTS = "segments"  # a Kafka 0.9.0.1 broker's log dir (data/README.md)
 
 EXIT = """exit status:
-  0    everything decoded (`sample`: the job ran)
+  0    everything decoded (`sample`: the job ran; its capture holds one known reject)
   1    done, but some input went to the rejects table (a frame or batch that did not
        decode, a capture file cut mid-record: the summary says what and why; `segments`:
        or bytes after damage in which no batch was found, left unread); or with
@@ -322,6 +322,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
     data = files("arrowkafka.data")
+    if args.segments and (getattr(args, "specs", None) or args.port):
+        raise UserError("sample --segments takes no --specs or --port (a log dir holds records, not frames)")
     if args.segments:
         args.output = args.output or "arrowkafka-sample-segments"
         args.paths, args.no_payloads = [str(data.joinpath(SAMPLE_SEGMENTS))], False

@@ -466,6 +466,10 @@ def test_the_sample_segments_and_their_hint(tmp_path: Path) -> None:
         hint, shell=True, capture_output=True, text=True, cwd="/", env={"PATH": "/usr/bin:/bin"}
     )
     assert ran.returncode == 0 and "orders-snappy" in ran.stdout, ran.stderr
+    said = "sample --segments takes no --specs or --port (a log dir holds records, not frames)"
+    for option in (["--specs", str(tmp_path)], ["--port", "9093"]):  # frames' options: refused, not ignored
+        _one_line(_run("sample", "--segments", *option, "-o", str(tmp_path / "x")), said)
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.slow

@@ -36,3 +36,16 @@ def test_each_layer_takes_the_same_options_with_the_same_defaults(
     for f in layers[1:]:  # (a lower layer may take more: encode_batch's sizes_only)
         below = options(f)
         assert {k: below.get(k, "missing") for k in top} == top, f.__qualname__
+
+
+def test_every_job_listens_on_the_same_broker_port_by_default() -> None:
+    """The Spark jobs write the default port out (their driver side imports no capture reader);
+    the rest take it from traffic.frames."""
+    from arrowkafka.evolution.whatif import what_if_capture
+    from arrowkafka.spark.captures import capture_frames, decode_captures
+    from arrowkafka.traffic import decode_capture
+    from arrowkafka.traffic.frames import DEFAULT_BROKER_PORTS
+
+    for f in (capture_frames, decode_captures, decode_capture, what_if_capture):
+        default = inspect.signature(f).parameters["broker_ports"].default
+        assert set(default) == set(DEFAULT_BROKER_PORTS) == {9092}, f.__qualname__

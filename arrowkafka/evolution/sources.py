@@ -78,8 +78,10 @@ def load_git_side(repo: str | Path, spec: str) -> dict[str, MessageSpec]:
         _mode, kind, oid = meta.split()
         if kind == "blob" and name.endswith(".json"):
             blobs.append((oid, name))
-    if not folder and (kafka := [b for b in blobs if KAFKA_SPEC_FOLDERS.search("/" + b[1])]):
-        blobs = kafka  # (not the tree's other JSON: build and test files)
+    if not folder:  # the whole tree: not its hidden folders' JSON (.github), and Kafka's folders if any
+        blobs = [b for b in blobs if not any(part.startswith(".") for part in b[1].split("/")[:-1])]
+        if kafka := [b for b in blobs if KAFKA_SPEC_FOLDERS.search("/" + b[1])]:
+            blobs = kafka  # (not the tree's other JSON: build and test files)
     where = f"{rev}:{folder}" if folder else rev
     if not listed.stdout:
         raise SourceError(f"{repo}: {where}: no such folder at that revision")

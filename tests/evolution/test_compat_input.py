@@ -189,6 +189,8 @@ def test_git_without_a_folder_reads_kafkas_spec_folders(
     )
     (root / "tests").mkdir()
     (root / "tests" / "settings.json").write_text('{"not": "a spec"}')
+    (root / ".github").mkdir()
+    (root / ".github" / "labels.json").write_text('{"not": "a spec either"}')
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "v1")
     assert main(["compat", "--git", str(root), "HEAD", "HEAD"]) == 0
@@ -200,3 +202,11 @@ def test_git_without_a_folder_reads_kafkas_spec_folders(
         fails(capsys, "--git", str(root), "HEAD:tests", "HEAD")
         == "HEAD:tests/settings.json: $: unknown key 'not' in message"
     )
+    # a tree without Kafka's folders: every *.json, but those in hidden folders
+    git(root, "rm", "-q", "-r", "tests")
+    (root / "specs").mkdir()
+    for spec in root.glob("clients/src/*/resources/common/message/*.json"):
+        git(root, "mv", str(spec.relative_to(root)), f"specs/{spec.name}")
+    git(root, "commit", "-q", "-m", "v2")
+    assert main(["compat", "--git", str(root), "HEAD", "HEAD"]) == 0
+    assert "(2 messages)" in capsys.readouterr().out  # (.github's JSON not read)

@@ -435,4 +435,6 @@ def test_records_where_other_specs_name_their_lists_otherwise(
             assert not summary.records_not_found
         else:
             assert got == [r for r in want if r[0] != "FetchResponse"]
-            assert "records not read in FetchResponse: the specs given hold no records field" in summary.render()
+            assert (
+                "records not read in FetchResponse: the specs given hold no records field" in summary.render()
+            )
