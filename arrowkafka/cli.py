@@ -157,14 +157,11 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
     ``_staged`` to remove if the job fails."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
+    from arrowkafka.output import earlier_tables
     from arrowkafka.segments import OTHER_TABLES, segment_schemas
 
-    names = {*messages, *segment_schemas()}  # rejects and the record tables, as a capture job's
-    earlier = (
-        sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(OTHER_TABLES))
-        if out.is_dir()
-        else []
-    )
+    # rejects and the record tables, as a capture job's
+    earlier = earlier_tables(out, {*messages, *segment_schemas()}, OTHER_TABLES)
     if folders := [p for p in earlier if not p.is_file()]:  # Spark writes a table as a folder of parts
         raise UserError(
             f"{folders[0]}: a folder where a table goes (a Spark job's output?); choose another folder"
@@ -287,7 +284,8 @@ def cmd_segments(args: argparse.Namespace, *, banner: str = "") -> int:
         summary = decode_segments(files, stage, payloads=not args.no_payloads, compression=compression,
                                   progress=_progress if sys.stderr.isatty() else None)  # fmt: skip
     print(summary.render())
-    print(f"\nwrote record_batches, records, record_markers and rejects to {args.output}/")
+    typed = f", {len(summary.tables)} typed tables" if summary.tables else ""  # (named in the summary)
+    print(f"\nwrote record_batches, records, record_markers{typed} and rejects to {args.output}/")
     return 0 if summary.rejects == 0 and not summary.unread else 1  # (bytes not read: not all done)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+import shutil
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,37 @@ def frames_line(frames_in: int, rows: int, rejects: int, buts: Sequence[str] = (
     if verdict != "MISMATCH":
         verdict += "".join(f", but {b}" for b in buts)
     return f"frames in {frames_in} = rows {rows} + rejects {rejects} ({verdict})"
+
+
+def earlier_tables(out: Path, names: Collection[str], prefixes: tuple[str, ...] = ()) -> list[Path]:
+    """The tables of an earlier run in folder ``out``: ``<name>.parquet`` (a file, or a folder of a
+    Spark job's parts) named after a table a job writes (``names``, or one of ``prefixes``);
+    nothing else of the folder's is ever counted, or replaced."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.glob("*.parquet") if p.stem in names or p.stem.startswith(prefixes))
+
+
+def refuse_or_remove_earlier(
+    out: str, names: Collection[str], prefixes: tuple[str, ...], overwrite: bool
+) -> None:
+    """A Spark job's output folder (a local one: ``outdir`` with no scheme, or ``file:``) that
+    holds an earlier run's tables: refused (their tables would be left beside the new ones),
+    or with ``overwrite`` those tables removed first, as the CLI's ``--overwrite`` replaces them."""
+    if "://" in out and not out.startswith("file://"):
+        return  # (a distributed file system: Spark's own overwrite of each table, no more)
+    folder = Path(out.removeprefix("file://").removeprefix("file:"))
+    earlier = earlier_tables(folder, names, prefixes)
+    if earlier and not overwrite:
+        raise ValueError(
+            f"{out}: holds {len(earlier)} tables of an earlier run (their rows would mix with this one's); "
+            "choose another folder, or overwrite=True to replace them"
+        )
+    for table in earlier:
+        if table.is_dir():
+            shutil.rmtree(table)
+        else:
+            table.unlink()
 
 
 # a number in a reason (an offset, a size, a stored CRC), not in a name (CRC-32C, v12, KIP-98)

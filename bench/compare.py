@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchmarks.bench_compile import FIFTY, FIRST_DECODE, _run
 from benchmarks.data import WORKLOADS, batch, body
+from keep import results_path
 
 import arrowkafka as ak
 from arrowkafka.plan import compile_plan
@@ -491,9 +492,7 @@ def main() -> None:
                     "python": platform.python_version()},
         "versions": versions, "rows": rows, "cold_start": cold, "behind_target": behind,
     }  # fmt: skip
-    results = Path(__file__).parent / "results"
-    results.mkdir(exist_ok=True)
-    path = results / f"{out['date'][:10]}.json"
+    path = results_path(out["date"][:10])
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path}")
 

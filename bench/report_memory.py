@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from benchmarks.data import SHARED, scaled_capture
+from keep import results_path
 
 from arrowkafka.report.spill import MEMORY_LIMIT
 
@@ -82,7 +83,7 @@ def main() -> None:
     }
     same = "-same-clients" if args.same_clients else ""
     capped = "" if cap == MEMORY_LIMIT else f"-cap{cap}"
-    results = HERE / "results" / f"{result['date']}-report-memory-{args.gigabytes:g}GB{same}{capped}.json"
+    results = results_path(f"{result['date']}-report-memory-{args.gigabytes:g}GB{same}{capped}")
     results.write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
         print(json.dumps(result, indent=1))

@@ -38,6 +38,7 @@ from pathlib import Path
 import crc32c
 import duckdb
 import numpy as np
+from keep import results_path
 
 with warnings.catch_warnings():  # kafka-python's package import uses a deprecated importlib call
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -273,7 +274,7 @@ def main() -> None:
         "results": results,
     }
     if args.scale == 1.0 and set(results) == set(LAYOUTS):
-        out = HERE / "results" / f"{datetime.date.today()}-segments-memory.json"
+        out = results_path(f"{datetime.date.today()}-segments-memory")
     else:  # a smaller or partial trial run is not the claim
         out = Path(tempfile.gettempdir()) / f"segments-memory-scale-{args.scale}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -460,6 +460,7 @@ def decode_captures(
     payloads: bool = True,
     chunk_bytes: int | None = None,
     compression: str | None = None,
+    overwrite: bool = False,
 ) -> CaptureSummary:
     """Decode captures on Spark into ``outdir``: ``<Message>.parquet`` per message type,
     ``rejects.parquet`` and the record tables ``record_batches.parquet``, ``records.parquet``
@@ -477,6 +478,10 @@ def decode_captures(
     the session's ``spark.sql.parquet.outputTimestampType`` is set for the writes and put back.
     ``compression``: as ``arrowkafka decode --compression`` (lz4 is Spark's ``lz4_raw``, the
     codec pyarrow writes); None: the session's ``spark.sql.parquet.compression.codec``.
+    An ``outdir`` that holds an earlier run's tables is refused (a ``ValueError`` before
+    anything is read), as the CLI refuses it: a table of the earlier run that this one does
+    not write would be left beside the new ones; ``overwrite=True`` removes those tables first
+    (nothing else of the folder's). Checked on a local ``outdir`` (no scheme, or ``file:``).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -486,8 +491,16 @@ def decode_captures(
     options = {}  # (none: the session's codec)
     if compression is not None:
         options["compression"] = {"lz4": "lz4_raw"}.get(check_compression(compression), compression)
+    from arrowkafka.api import default_specs, load_specs
+    from arrowkafka.output import refuse_or_remove_earlier
+    from arrowkafka.records.tables import CONTROL_TABLES
+    from arrowkafka.segments import INTERNAL_TABLES
+
     out = str(outdir)
     folders = tuple(str(f) for f in specs)
+    spec_names = load_specs(*folders) if folders else default_specs()
+    ours = {*spec_names, *RECORD_TABLES, "rejects"}
+    refuse_or_remove_earlier(out, ours, (CONTROL_TABLES, *INTERNAL_TABLES), overwrite)
     frames = capture_frames(spark, paths, broker_ports=broker_ports, specs=specs, chunk_bytes=chunk_bytes)
     frames = frames.persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -107,16 +107,20 @@ def decode_segments(
     *,
     payloads: bool = True,
     compression: str = "snappy",
+    overwrite: bool = False,
 ) -> SegmentSummary:
     """Log segment files (or the ``*.log`` files under folders) decoded on Spark, one task per
     file, into ``outdir``: ``record_batches.parquet``, ``records.parquet``, ... each a folder
     of Parquet parts (one per file), with the columns ``arrowkafka segments`` writes; the
     tasks' summaries added up. The workers must see the paths and ``outdir`` (local mode, or a
-    shared file system). ``compression``: as ``arrowkafka segments --compression``."""
-    from arrowkafka.output import check_compression
-    from arrowkafka.segments import SegmentSummary, segment_files
+    shared file system). ``compression``: as ``arrowkafka segments --compression``. An
+    ``outdir`` holding an earlier run's tables is refused, or with ``overwrite=True`` those
+    tables are removed first (as ``decode_captures``)."""
+    from arrowkafka.output import check_compression, refuse_or_remove_earlier
+    from arrowkafka.segments import OTHER_TABLES, SegmentSummary, segment_files, segment_schemas
 
     check_compression(compression)
+    refuse_or_remove_earlier(str(outdir), set(segment_schemas()), OTHER_TABLES, overwrite)
     files = [str(p) for p in segment_files([paths] if isinstance(paths, str) else paths)]
     Path(outdir).mkdir(parents=True, exist_ok=True)
     summary = SegmentSummary()

@@ -18,12 +18,14 @@ import sys, tempfile, time
 import arrowkafka as ak
 from arrowkafka.traffic import decode_capture
 specs = ak.load_specs()
-decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)  # warm: compile, caches
-t = time.perf_counter()
-summary = decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)
+with tempfile.TemporaryDirectory() as warm, tempfile.TemporaryDirectory() as out:  # (none left behind)
+    decode_capture([sys.argv[1]], warm, specs)  # warm: compile, caches
+    t = time.perf_counter()
+    summary = decode_capture([sys.argv[1]], out, specs)
+    seconds = time.perf_counter() - t
 assert summary.frames_in == summary.rows + summary.rejects
 hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM")]  # peak RSS, kB
-print(time.perf_counter() - t, hwm[0].split()[1])
+print(seconds, hwm[0].split()[1])
 """
 
 

@@ -192,3 +192,20 @@ def test_topic_ids_are_named_from_chunks_up_to_their_own() -> None:
 
     assert len(fetched_topics(0)) == 187 and None not in fetched_topics(0)
     assert set(fetched_topics(1000)) == {None}  # named only in later chunks: not known yet
+
+
+def test_an_earlier_run_is_refused_or_replaced_on_purpose(spark: Any, tmp_path: Path) -> None:
+    """As the CLI: a folder holding an earlier run's tables is refused before anything is read
+    (a table this run does not write would be left beside the new ones); overwrite=True
+    replaces them, and nothing else of the folder's."""
+    out = tmp_path / "spark"
+    legacy, sample = (str(SHARED / "captures" / f"{c}.pcap") for c in ("kafka091_legacy", "tansu_confluent"))
+    decode_captures(spark, [legacy], out)
+    assert (out / "LeaderAndIsrRequest.parquet").is_dir()  # (only the 0.9 broker's capture has it)
+    (out / "mine.parquet").write_bytes(b"a table of the user's own")
+    with pytest.raises(ValueError, match=r"holds \d+ tables of an earlier run"):
+        decode_captures(spark, [sample], out)
+    decode_captures(spark, [sample], out.as_uri(), overwrite=True)
+    assert not (out / "LeaderAndIsrRequest.parquet").exists()
+    assert (out / "mine.parquet").read_bytes() == b"a table of the user's own"
+    assert (out / "FetchResponse.parquet").is_dir()
