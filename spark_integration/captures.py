@@ -486,16 +486,14 @@ def decode_captures(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from arrowkafka.output import check_compression
+    from arrowkafka.api import default_specs, load_specs
+    from arrowkafka.output import check_compression, refuse_or_remove_earlier
+    from arrowkafka.records.tables import CONTROL_TABLES
+    from arrowkafka.segments import INTERNAL_TABLES
 
     options = {}  # (none: the session's codec)
     if compression is not None:
         options["compression"] = {"lz4": "lz4_raw"}.get(check_compression(compression), compression)
-    from arrowkafka.api import default_specs, load_specs
-    from arrowkafka.output import refuse_or_remove_earlier
-    from arrowkafka.records.tables import CONTROL_TABLES
-    from arrowkafka.segments import INTERNAL_TABLES
-
     out = str(outdir)
     folders = tuple(str(f) for f in specs)
     spec_names = load_specs(*folders) if folders else default_specs()
