@@ -14,7 +14,7 @@ from pathlib import Path
 from arrowkafka.api import load_specs
 from arrowkafka.errors import ArrowKafkaError, SpecError
 from arrowkafka.ir import MessageSpec, load_spec_text
-from arrowkafka.ir.load import add_spec
+from arrowkafka.ir.load import add_spec, in_hidden_folder
 
 __all__ = ["SourceError", "load_folder_side", "load_git_side"]
 
@@ -79,7 +79,7 @@ def load_git_side(repo: str | Path, spec: str) -> dict[str, MessageSpec]:
         if kind == "blob" and name.endswith(".json"):
             blobs.append((oid, name))
     if not folder:  # the whole tree: not its hidden folders' JSON (.github), and Kafka's folders if any
-        blobs = [b for b in blobs if not any(part.startswith(".") for part in b[1].split("/")[:-1])]
+        blobs = [b for b in blobs if not in_hidden_folder(b[1].split("/"))]
         if kafka := [b for b in blobs if KAFKA_SPEC_FOLDERS.search("/" + b[1])]:
             blobs = kafka  # (not the tree's other JSON: build and test files)
     where = f"{rev}:{folder}" if folder else rev

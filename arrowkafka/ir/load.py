@@ -696,10 +696,12 @@ def spec_files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecError(str(folder), "", "not a folder" if folder.exists() else "no such folder")
-    found = folder.rglob("*.json")
-    return sorted(
-        p for p in found if not any(part.startswith(".") for part in p.relative_to(folder).parts[:-1])
-    )
+    return sorted(p for p in folder.rglob("*.json") if not in_hidden_folder(p.relative_to(folder).parts))
+
+
+def in_hidden_folder(parts: tuple[str, ...] | list[str]) -> bool:
+    """Does a file's relative path (its parts) lie in a hidden folder (``.git``, ``.venv``)?"""
+    return any(part.startswith(".") for part in parts[:-1])
 
 
 def add_spec(specs: dict[str, MessageSpec], spec: MessageSpec, file: str) -> None:
