@@ -1224,6 +1224,11 @@ def _walk_v2(
             hvc += max(hv, 0)
         if pos != rend:
             return _fail_at(hdr, b, R_RECORD_SIZE, rec_start, rlen, rlen - (rend - pos))
+        # the next record from rend, equal to pos here: from pos, each record's start waited on
+        # every varint of the one before; from rend, only on its length, so the CPU starts the
+        # next record while this one is still read (bench/records.py, the walk of 200-byte
+        # records: 6.0 -> 5.7 ms a call with lz4, 5.1 -> 4.8 uncompressed)
+        pos = rend
         n += 1
     if n - n0 != count:
         return _fail_at(hdr, b, R_COUNT, end, count, n - n0)
