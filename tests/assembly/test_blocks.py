@@ -16,6 +16,7 @@ from tests.conftest import SHARED
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blocks, "_kept", [])
+    monkeypatch.setattr(blocks, "_largest", 0)
 
 
 def address(a: np.ndarray) -> int:
@@ -70,13 +71,25 @@ def test_decoding_again_reuses_the_blocks() -> None:
 
 def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blocks, "KEEP_BYTES", 8 << 20)
-    held = [blocks.block(3 << 20) for _ in range(5)]  # all in use: past the bound, not kept
-    assert sum(len(b) for b in blocks._kept) <= 8 << 20
+    held = [blocks.block(1 << 20) for _ in range(10)]  # all in use: past the bound, not kept
+    assert sum(len(b) for b in blocks._kept) == 8 << 20
     del held
-    blocks.block(5 << 20)  # the free ones make room
+    blocks.block(2 << 20)  # the free ones make room
     assert sum(len(b) for b in blocks._kept) <= 8 << 20
     small = blocks.block(1000)
     assert len(small) == 1000 and all(len(b) >= blocks.SMALLEST for b in blocks._kept)
+
+
+def test_the_bound_holds_four_of_the_largest_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``KEEP_BYTES`` the bound is four times the largest block made, so that one big
+    batch's blocks (its input, arenas and output) are all there for the next batch."""
+    monkeypatch.setattr(blocks, "KEEP_BYTES", 8 << 20)
+    held = [blocks.block(3 << 20) for _ in range(5)]
+    kept = [address(b) for b in blocks._kept]
+    assert len(kept) == 4 and sum(len(b) for b in blocks._kept) == 12 << 20  # the fifth is not kept
+    del held
+    again = [blocks.block(3 << 20) for _ in range(4)]  # the same four, no new memory
+    assert sorted(address(b) for b in again) == sorted(kept)
 
 
 def test_a_block_the_system_refuses_is_a_memory_error() -> None:
