@@ -91,6 +91,7 @@ def _traced(out: np.ndarray) -> None:
 
 def block(nbytes: int) -> np.ndarray:
     """A writable uint8 array of ``nbytes`` (contents undefined)."""
+    global _largest
     if nbytes < SMALLEST:
         return np.frombuffer(pa.allocate_buffer(nbytes), np.uint8)
     with _lock:
@@ -98,9 +99,8 @@ def block(nbytes: int) -> np.ndarray:
         if fits:
             return _kept[min(fits, key=lambda i: len(_kept[i]))][:nbytes]
         size = -(-nbytes // _GRAIN) * _GRAIN
-        global _largest
-        _largest = max(_largest, size)
-        bound = max(KEEP_BYTES, KEEP_LARGEST * _largest)
+        largest = max(_largest, size)
+        bound = max(KEEP_BYTES, KEEP_LARGEST * largest)
         held = sum(len(b) for b in _kept)
         free = [i for i in range(len(_kept)) if _free(i)] if held + size > bound else []
         drop = set()
@@ -111,6 +111,7 @@ def block(nbytes: int) -> np.ndarray:
             drop.add(i)
         _kept[:] = [_kept[i] for i in range(len(_kept)) if i not in drop]
         fresh = _fresh(size)
+        _largest = largest  # (once the system gave it: a size it refused raises no bound)
         if held + size <= bound:
             _kept.append(fresh)
         return fresh[:nbytes]
