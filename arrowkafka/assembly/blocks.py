@@ -5,17 +5,17 @@ The first write to each 4 KB page of fresh memory costs a page fault, which on a
 machine can cost as much as decoding into the page. Arrow's memory pool (mimalloc) hands a
 large block back to the system soon after its release, so every batch would pay again.
 
-So blocks of a megabyte or more come from here: this process keeps them, and gives one out
-again once nothing refers to it any more (every array and Arrow buffer over a block holds a
-reference to it, and CPython's reference count says exactly when the last one is gone). What
-is kept, in use or free, is bounded: 256 MB (``KEEP_BYTES``), or four times the largest block the
-process has made, whichever is more, so that the blocks of one big batch all stay (the caller's
-decoded input, the encoder's arenas, its output). Past the bound a block is new memory, freed
-with its last reference. Encoding 100,000 Produce v9 bodies (220 MB) took three blocks of
-208-211 MB, and under a bound of 256 MB alone one of them was new memory on every call, 100 ms
-of page faults (775 against 4,532 MB/s, 2026-11-29). A capture's or a log segment's largest
-block is 32 MB, so for them the bound is 256 MB (peak RSS as before: bench/segments_memory.py).
-Smaller sizes come from Arrow's pool.
+So blocks of a megabyte or more come from here: this process keeps them, and gives one out again
+once nothing refers to it any more (every array and Arrow buffer over a block holds a reference to
+it, and CPython's reference count says exactly when the last one is gone). What is kept, in use or
+free, is bounded: 256 MB (``KEEP_BYTES``), or four times the largest block the process has made,
+whichever is more, up to 1 GiB (``KEEP_MOST``: input can claim sizes), so that the blocks of one big
+batch all stay (the caller's decoded input, the encoder's arenas, its output). Past the bound a
+block is new memory, freed with its last reference. Encoding 100,000 Produce v9 bodies (220 MB) took
+three blocks of 208-211 MB, and under a bound of 256 MB alone one of them was new memory on every
+call, 100 ms of page faults (775 against 4,532 MB/s, 2026-11-29). A capture's or a log segment's
+largest block is 32 MB, so for them the bound is 256 MB (peak RSS as before:
+bench/segments_memory.py). Smaller sizes come from Arrow's pool.
 Memory from a reused block is not zeroed: the kernels write every byte they expose, and
 the capture reader fills its arrays before the kernels write into them.
 
@@ -45,7 +45,9 @@ __all__ = ["KEEP_BYTES", "array", "block"]
 
 SMALLEST = 1 << 20  # below this, Arrow's pool (its small blocks stay in its own pages)
 KEEP_BYTES = 256 << 20  # blocks kept, in use or free, in all ...
-KEEP_LARGEST = 4  # ... or this many times the largest block made so far, whichever is more
+KEEP_LARGEST = 4  # ... or this many times the largest block made so far, whichever is more ...
+KEEP_MOST = 1 << 30  # ... but never more than this: a block sized from a length the input claims
+# (a snappy block's preamble, before a byte is decompressed) may be large and never written
 _largest = 0
 _GRAIN = 1 << 20  # block sizes are whole megabytes, so batches of about one size share them
 
@@ -100,7 +102,7 @@ def block(nbytes: int) -> np.ndarray:
             return _kept[min(fits, key=lambda i: len(_kept[i]))][:nbytes]
         size = -(-nbytes // _GRAIN) * _GRAIN
         largest = max(_largest, size)
-        bound = max(KEEP_BYTES, KEEP_LARGEST * largest)
+        bound = max(KEEP_BYTES, min(KEEP_LARGEST * largest, KEEP_MOST))
         held = sum(len(b) for b in _kept)
         free = [i for i in range(len(_kept)) if _free(i)] if held + size > bound else []
         drop = set()

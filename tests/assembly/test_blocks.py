@@ -92,6 +92,20 @@ def test_the_bound_holds_four_of_the_largest_block(monkeypatch: pytest.MonkeyPat
     assert sorted(address(b) for b in again) == sorted(kept)
 
 
+def test_a_block_past_keep_bytes_is_kept_and_the_bound_has_a_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block that raises the bound is counted in it (a 9 MB block with an 8 MB bound is kept);
+    and however large a block was asked for (a length the input claims), the bound stops at
+    ``KEEP_MOST``."""
+    monkeypatch.setattr(blocks, "KEEP_BYTES", 8 << 20)
+    monkeypatch.setattr(blocks, "KEEP_MOST", 20 << 20)
+    big = blocks.block(9 << 20)
+    assert [address(b) for b in blocks._kept] == [address(big)]
+    claimed = blocks.block(64 << 20)  # never written: its pages cost nothing, and it is not kept
+    assert len(claimed) == 64 << 20 and sum(len(b) for b in blocks._kept) == 9 << 20
+    held = [blocks.block(4 << 20) for _ in range(4)]  # 9 + 4 x 4 = 25 MB: past the ceiling of 20
+    assert len(held) == 4 and sum(len(b) for b in blocks._kept) == 17 << 20
+
+
 def test_a_block_the_system_refuses_is_a_memory_error() -> None:
     """A new block is a mapping of its own: one the system refuses (here more than any address
     space holds) is a ``MemoryError``, as ``np.empty`` would raise, and nothing is kept."""
