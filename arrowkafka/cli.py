@@ -158,10 +158,9 @@ def _output_folder(out: Path, overwrite: bool, messages: Sequence[str] = ()) -> 
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
     from arrowkafka.output import earlier_tables
-    from arrowkafka.segments import OTHER_TABLES, segment_schemas
+    from arrowkafka.segments import job_tables
 
-    # rejects and the record tables, as a capture job's
-    earlier = earlier_tables(out, {*messages, *segment_schemas()}, OTHER_TABLES)
+    earlier = earlier_tables(out, *job_tables(messages))
     if folders := [p for p in earlier if not p.is_file()]:  # Spark writes a table as a folder of parts
         raise UserError(
             f"{folders[0]}: a folder where a table goes (a Spark job's output?); choose another folder"

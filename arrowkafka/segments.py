@@ -222,6 +222,12 @@ INTERNAL_TABLES = tuple(f"{topic.lstrip('_')}." for topic in INTERNAL)
 OTHER_TABLES = (*INTERNAL_TABLES, CONTROL_TABLES)  # the tables named by prefix, a job's own
 
 
+def job_tables(messages: Iterable[str] = ()) -> tuple[set[str], tuple[str, ...]]:
+    """The tables a job writes, as ``output.earlier_tables`` takes them: (names, prefixes). A
+    segments job's, and with ``messages`` a capture job's (its message tables besides)."""
+    return {*messages, *segment_schemas()}, OTHER_TABLES
+
+
 def _decode_file(
     path: Path,
     writers: ParquetTables,

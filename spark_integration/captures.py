@@ -488,8 +488,7 @@ def decode_captures(
 
     from arrowkafka.api import default_specs, load_specs
     from arrowkafka.output import check_compression, refuse_or_remove_earlier
-    from arrowkafka.records.tables import CONTROL_TABLES
-    from arrowkafka.segments import INTERNAL_TABLES
+    from arrowkafka.segments import job_tables
 
     options = {}  # (none: the session's codec)
     if compression is not None:
@@ -497,8 +496,7 @@ def decode_captures(
     out = str(outdir)
     folders = tuple(str(f) for f in specs)
     spec_names = load_specs(*folders) if folders else default_specs()
-    ours = {*spec_names, *RECORD_TABLES, "rejects"}
-    refuse_or_remove_earlier(out, ours, (CONTROL_TABLES, *INTERNAL_TABLES), overwrite)
+    refuse_or_remove_earlier(out, *job_tables(spec_names), overwrite)
     frames = capture_frames(spark, paths, broker_ports=broker_ports, specs=specs, chunk_bytes=chunk_bytes)
     frames = frames.persist(StorageLevel.MEMORY_AND_DISK)
     try:

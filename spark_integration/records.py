@@ -117,10 +117,10 @@ def decode_segments(
     ``outdir`` holding an earlier run's tables is refused, or with ``overwrite=True`` those
     tables are removed first (as ``decode_captures``)."""
     from arrowkafka.output import check_compression, refuse_or_remove_earlier
-    from arrowkafka.segments import OTHER_TABLES, SegmentSummary, segment_files, segment_schemas
+    from arrowkafka.segments import SegmentSummary, job_tables, segment_files
 
     check_compression(compression)
-    refuse_or_remove_earlier(str(outdir), set(segment_schemas()), OTHER_TABLES, overwrite)
+    refuse_or_remove_earlier(str(outdir), *job_tables(), overwrite)
     files = [str(p) for p in segment_files([paths] if isinstance(paths, str) else paths)]
     Path(outdir).mkdir(parents=True, exist_ok=True)
     summary = SegmentSummary()
