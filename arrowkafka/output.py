@@ -2,14 +2,24 @@
 jobs): its Parquet tables, one file per table, appended to a row group at a time, in the types
 every reader takes (on a failure the job's tables go, so none is left that would pass for a
 whole one); and the lines its summary ends with. Nothing here loads Numba: a Spark driver
-prints the summary."""
+prints the summary.
+
+Where the process has a second core, a job's tables are written by a thread of their own
+(``background=True``): Parquet's writer (encoding, compression, the file) runs in C++ without
+Python's lock, so one chunk's rows are written while the next chunk is decoded. The writer is
+at most one step behind (``ParquetTables.step``): a job that decodes faster than its tables are
+written waits, and holds no more than two steps' rows. Writes keep their order, so the files
+are the ones a job writing in its own thread makes, byte for byte."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
-from collections.abc import Collection, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +44,28 @@ def check_compression(compression: str) -> str:
     return compression
 
 
+def spare_core() -> bool:
+    """Can this process run on more than one core (a writer thread beside the job's)?"""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) > 1
+    return (os.cpu_count() or 1) > 1
+
+
 class ParquetTables:
     """One Parquet file per table under ``out``: ``<name>.parquet``, or with ``part`` the file
     ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task). ``out`` None:
-    nothing is written. ``compression``: one of ``COMPRESSIONS``."""
+    nothing is written. ``compression``: one of ``COMPRESSIONS``. ``background``: written by a
+    thread of their own (see above); a failure there is raised by the next ``step`` or
+    ``close``."""
 
-    def __init__(self, out: Path | None, part: str | None = None, compression: str = "snappy") -> None:
+    def __init__(
+        self, out: Path | None, part: str | None = None, compression: str = "snappy", background: bool = False
+    ) -> None:
         self.out, self.part = out, part
         self.compression = check_compression(compression)
         self.open: dict[str, pq.ParquetWriter] = {}
         self.written_empty: list[str] = []  # tables ``close`` wrote with no rows
+        self._writer = _Writer() if background and out is not None else None
 
     def path(self, name: str) -> Path:
         assert self.out is not None
@@ -57,15 +79,29 @@ class ParquetTables:
         """Append ``table``'s rows to table ``name`` as a row group (none: nothing written)."""
         if self.out is None or table.num_rows == 0:
             return
+        if self._writer is None:
+            self._write(name, table)
+        else:
+            self._writer.put(lambda: self._write(name, table))
+
+    def _write(self, name: str, table: pa.Table) -> None:
         table = portable_table(table)  # types every reader takes, Spark's included
         if name not in self.open:
             options = writer_options(table.schema, self.compression)
             self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **options)
         self.open[name].write_table(table)
 
+    def step(self) -> None:
+        """A step of the job is done (its rows handed to ``write``): in the background, wait
+        until the writes of the step before are (so at most two steps' rows are held)."""
+        if self._writer is not None:
+            self._writer.step()
+
     def close(self, empty: dict[str, pa.Schema]) -> None:
         """The job is done: the files are closed, and the tables of ``empty`` that got no rows
         are written with none (their schema: a reader finds every table of the job)."""
+        if self._writer is not None:
+            self._writer.finish()
         for w in self.open.values():
             w.close()
         if self.out is None:
@@ -80,6 +116,8 @@ class ParquetTables:
     def abort(self) -> None:
         """The job failed: its tables go (each holds only what was written before the failure,
         and would pass for a whole one)."""
+        if self._writer is not None:
+            self._writer.cancel()
         for w in self.open.values():
             with contextlib.suppress(Exception):
                 w.close()
@@ -90,6 +128,52 @@ class ParquetTables:
                 self.path(name).unlink()
                 if self.part is not None:  # the folder of parts, if no other task's part is in it
                     self.path(name).parent.rmdir()
+
+
+class _Writer:
+    """One thread that runs the writes given to it, in order, grouped in steps; the first
+    failure is raised by the next ``step`` or ``finish``, and no write after it runs."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="arrowkafka-parquet")
+        self._steps: deque[list[Future[None]]] = deque([[]])  # the last: the step being given
+        self._failed = False  # (set and read by the writer's thread only)
+
+    def put(self, write: Callable[[], None]) -> None:
+        self._steps[-1].append(self._pool.submit(self._run, write))
+
+    def _run(self, write: Callable[[], None]) -> None:
+        if self._failed:  # a write before this one failed: the job is failing
+            return
+        try:
+            write()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def step(self) -> None:
+        self._steps.append([])
+        while len(self._steps) > 2:  # the step before the one just given: written
+            self._wait(self._steps.popleft())
+
+    def finish(self) -> None:
+        try:
+            while self._steps:
+                self._wait(self._steps.popleft())
+        finally:
+            self._pool.shutdown()
+
+    def cancel(self) -> None:
+        """Writes not started are dropped; the one running is waited for (it cannot be stopped
+        halfway, and its file is about to go)."""
+        self._pool.shutdown(cancel_futures=True)
+
+    def _wait(self, step: list[Future[None]]) -> None:
+        for f in step:
+            failure = f.exception()  # (waits for it)
+            if failure is not None:
+                self.cancel()
+                raise failure
 
 
 def writer_options(schema: pa.Schema, compression: str = "snappy") -> dict[str, Any]:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import Causes, ParquetTables
+from arrowkafka.output import Causes, ParquetTables, spare_core
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -34,6 +34,10 @@ from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
 
 CHUNK_BYTES = 16 << 20  # a piece of zstd batches may decompress to 10 times this
+# (half that where a thread writes the tables, which holds a piece's rows while the next piece
+# is decoded: bench/segments_memory.py on two cores, 2026-11-29, with payloads, rolled /
+# one-segment / compressible: 88 / 105 / 30 -> 112 / 143 / 57 MB/s, peak RSS 417 / 394 / 507 ->
+# 465 / 426 / 492 MB; in 16 MB pieces the same speed, peak RSS 523 / 462 / 657 MB)
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # a tiered-storage bucket: <topic>-<topic id>/<partition>/<offset>-<segment id>.log, each id a
 # Kafka Uuid in URL-safe base64 (the layout of the Aiven plugin and Kafka's own test store)
@@ -186,20 +190,29 @@ def decode_segments(
     outdir: str | Path,
     *,
     payloads: bool = True,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     part: str | None = None,
     first_batch_id: int = 0,
     compression: str = "snappy",
+    background: bool | None = None,
 ) -> SegmentSummary:
     """Decode log segment files (or the ``*.log`` files under folders) into Parquet tables under
     ``outdir``: ``record_batches``, ``records``, ``record_markers``, ``rejects``, and for the
     internal topics one table per record type (``consumer_offsets.OffsetCommit`` ...).
     ``part``: write each table as a part of a folder (``records.parquet/<part>.parquet``), with
     batch ids from ``first_batch_id``, as the Spark job does per task. ``compression``: the
-    Parquet pages' codec, one of ``output.COMPRESSIONS``."""
+    Parquet pages' codec, one of ``output.COMPRESSIONS``. ``background``: the tables written by
+    a thread of their own while the next piece is decoded (``output.ParquetTables``); None:
+    where the process has a second core. ``chunk_bytes``: bytes per piece (None:
+    ``CHUNK_BYTES``, half that in the background: a piece's rows are held while the next is
+    decoded)."""
     out = Path(outdir)
-    writers = ParquetTables(out, part, compression)  # (a bad codec: refused before anything is read)
+    background = spare_core() if background is None else background
+    if chunk_bytes is None:
+        chunk_bytes = CHUNK_BYTES // 2 if background else CHUNK_BYTES
+    # (a bad codec: refused before anything is read)
+    writers = ParquetTables(out, part, compression, background=background)
     files = segment_files(paths)
     out.mkdir(parents=True, exist_ok=True)
     schemas = segment_schemas(payloads)
@@ -566,6 +579,7 @@ def _write_piece(
     _write_rejects(writers, summary, table)
     if topic in INTERNAL and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)
+    writers.step()
 
 
 def _typed(

@@ -93,9 +93,9 @@ def _segment_task(outdir: str, payloads: bool, compression: str) -> Any:
     def run(index: int, files: Iterator[str]) -> Iterator[SegmentSummary]:
         from arrowkafka.segments import decode_segments as decode
 
-        for path in files:
+        for path in files:  # (no writer thread: a task has one core, the executor's other tasks the rest)
             yield decode([path], outdir, payloads=payloads, part=f"part-{index:05d}",
-                         first_batch_id=index << 40, compression=compression)  # fmt: skip
+                         first_batch_id=index << 40, compression=compression, background=False)  # fmt: skip
 
     return run
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -13,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.output import COMPRESSIONS, ParquetTables
+from arrowkafka.output import COMPRESSIONS, ParquetTables, _Writer
 from arrowkafka.segments import decode_segments
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
@@ -62,6 +64,64 @@ def test_a_failed_task_leaves_no_part_and_no_folder_of_its_own(tmp_path: Path) -
     # the other task's parts stay; the folder only the failed task made goes
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
         "a.parquet", "a.parquet/task-0.parquet", "b.parquet", "b.parquet/task-0.parquet"]  # fmt: skip
+
+
+def some_steps(out: ParquetTables) -> None:
+    """Three steps of a job's writes, into two tables."""
+    for step in range(3):
+        out.write("a", pa.table({"n": list(range(step * 10, step * 10 + 10))}, schema=SCHEMA))
+        out.write("b", pa.table({"n": [step]}, schema=SCHEMA))
+        out.step()
+
+
+def test_tables_written_in_the_background_are_the_same_files(tmp_path: Path) -> None:
+    for background in (False, True):
+        out = ParquetTables(tmp_path / str(background), background=background)
+        (tmp_path / str(background)).mkdir()
+        some_steps(out)
+        out.close({"a": SCHEMA, "b": SCHEMA, "c": SCHEMA})
+    for name in ("a", "b", "c"):
+        files = [(tmp_path / str(b) / f"{name}.parquet").read_bytes() for b in (False, True)]
+        assert files[0] == files[1], name
+    assert pq.read_table(tmp_path / "True" / "a.parquet")["n"].to_pylist() == list(range(30))
+    assert pq.ParquetFile(tmp_path / "True" / "a.parquet").metadata.num_row_groups == 3
+
+
+def test_a_write_that_fails_in_the_background_is_raised_and_the_tables_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_table = pq.ParquetWriter.write_table
+    calls = []
+
+    def full_disk(self: pq.ParquetWriter, table: pa.Table, *args: Any, **kwargs: Any) -> None:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        write_table(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
+    (tmp_path / "mine.txt").write_text("not the job's")
+    out = ParquetTables(tmp_path, background=True)
+    with pytest.raises(OSError, match="No space left on device"):
+        some_steps(out)  # the second step's first write fails: the third step's wait says so
+        out.close({"a": SCHEMA, "b": SCHEMA})
+    out.abort()
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+    assert calls[0].startswith("arrowkafka-parquet")  # (it did run in the background)
+    assert len(calls) == 3  # nothing was written after the failure
+
+
+def test_the_background_writer_is_at_most_one_step_behind() -> None:
+    writer, gate, log = _Writer(), threading.Event(), []
+    writer.put(lambda: (gate.wait(), log.append("step 1 written")))
+    writer.step()  # returns at once: the job goes on with its next step
+    assert log == []
+    threading.Timer(0.2, lambda: (log.append("released"), gate.set())).start()
+    writer.put(lambda: log.append("step 2 written"))
+    writer.step()  # waits for step 1's writes, not step 2's
+    assert log[:2] == ["released", "step 1 written"]
+    writer.finish()
+    assert log == ["released", "step 1 written", "step 2 written"]
 
 
 def codecs_of(folder: Path) -> set[str]:

@@ -114,13 +114,18 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
     assert summary.tables["record_control.LeaderChangeMessage"] == 1
 
 
-def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path) -> None:
-    decode_segments([logdir], tmp_path / "one")
-    decode_segments([logdir], tmp_path / "small", chunk_bytes=700)  # most batches cross a piece boundary
-    for name in ("record_batches", "records", "consumer_offsets.OffsetCommit"):
+@pytest.mark.parametrize("background", [False, True], ids=["written in turn", "written in the background"])
+def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path, background: bool) -> None:
+    """(In the background, each piece's rows are written while the next piece is decoded.)"""
+    decode_segments([logdir], tmp_path / "one", background=False)
+    # most batches cross a piece boundary
+    decode_segments([logdir], tmp_path / "small", chunk_bytes=700, background=background)
+    for name in ("record_batches", "records", "record_markers", "consumer_offsets.OffsetCommit",
+                 "cluster_metadata.TopicRecord", "record_control.LeaderChangeMessage"):  # fmt: skip
         assert pq.read_table(tmp_path / "small" / f"{name}.parquet").equals(
             pq.read_table(tmp_path / "one" / f"{name}.parquet")
         ), name
+    assert pq.ParquetFile(tmp_path / "small" / "records.parquet").metadata.num_row_groups > 1
 
 
 def test_a_piece_that_ends_inside_a_batch_length_reads_on(logdir: Path, tmp_path: Path) -> None:

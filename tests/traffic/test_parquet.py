@@ -110,18 +110,23 @@ def test_apiversions_error_in_the_v0_layout(tmp_path: Path) -> None:
     assert rows == [(4, 0, 35, 1)] * 3  # UNSUPPORTED_VERSION, listing ApiVersions 0-3
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["written in turn", "written in the background"])
 @pytest.mark.parametrize("capture", sorted(CAPTURES))
-def test_chunks_give_the_same_tables(capture: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunks_give_the_same_tables(
+    capture: str, background: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Read a few kilobytes at a time (frames and request/response pairs then span chunks),
     from a pipe (read once, kept on disk for the second pass), writing each chunk's rows at
-    once: the same rows as one chunk."""
+    once (in the background: while the next chunk is decoded): the same rows as one chunk."""
     duckdb = pytest.importorskip("duckdb")
     monkeypatch.setattr(traffic, "HELD_BYTES", 1)
     path = SHARED / "captures" / f"{capture}.pcap"
-    whole = decode_capture([path], tmp_path / "whole", ak.load_specs())
+    whole = decode_capture([path], tmp_path / "whole", ak.load_specs(), background=False)
     with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
         assert cat.stdout is not None
-        parts = decode_capture([cat.stdout], tmp_path / "parts", ak.load_specs(), chunk_bytes=4096)
+        parts = decode_capture(
+            [cat.stdout], tmp_path / "parts", ak.load_specs(), chunk_bytes=4096, background=background
+        )
     assert (parts.frames_in, parts.rows, parts.rejects) == (whole.frames_in, whole.rows, whole.rejects)
     assert parts.tables == whole.tables
     for message in whole.tables:
@@ -146,6 +151,32 @@ def test_chunks_give_the_same_tables(capture: str, tmp_path: Path, monkeypatch: 
     rejects = [pq.read_table(tmp_path / d / "rejects.parquet").drop_columns(["capture"]).to_pylist()
                for d in ("whole", "parts")]  # fmt: skip
     assert sorted(map(str, rejects[0])) == sorted(map(str, rejects[1]))
+
+
+def test_a_write_that_fails_in_the_background_fails_the_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error the writer's thread met is the job's, and the job's tables go, as when it
+    writes in turn (the CLI then names the file and the reason)."""
+    write_table = pq.ParquetWriter.write_table
+    calls = []
+
+    def full_disk(self: pq.ParquetWriter, table: object, *args: object, **kwargs: object) -> None:
+        calls.append(1)
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device", str(self.where))
+        write_table(self, table, *args, **kwargs)
+
+    path = SHARED / "captures" / "tansu_confluent.pcap"
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
+    monkeypatch.setattr(traffic, "HELD_BYTES", 1)
+    with pytest.raises(OSError, match="No space left on device"):
+        decode_capture([path], tmp_path / "out", ak.load_specs(), chunk_bytes=65536, background=True)
+    assert list((tmp_path / "out").iterdir()) == []
+    assert len(calls) == 5  # no write after the one that failed ...
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", lambda *a, **k: calls.append(1))
+    decode_capture([path], tmp_path / "whole", ak.load_specs(), chunk_bytes=65536, background=True)
+    assert len(calls) > 10  # ... of a job that had more to write
 
 
 @pytest.mark.parametrize("capture", sorted(CAPTURES))
