@@ -114,6 +114,8 @@ def bad_offsets(offs: np.ndarray, limit: int) -> int | None:
     """The first element whose offsets Arrow would refuse (backwards, or outside the ``limit``
     values or bytes the array holds), if any: the kernels copy by offsets unchecked, and pyarrow
     checks an array built from buffers only when asked (``validate(full=True)``)."""
+    if offs.size == 0 or (offs[0] >= 0 and offs[-1] <= limit and not (offs[1:] < offs[:-1]).any()):
+        return None  # (never backwards, so every offset lies between the first and the last)
     bad = (offs[1:] < offs[:-1]) | (offs[1:] > limit) | (offs[:-1] < 0)
     return int(np.argmax(bad)) if bad.any() else None
 

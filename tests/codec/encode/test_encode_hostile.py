@@ -12,12 +12,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 import arrowkafka as ak
 from arrowkafka import oracle as ref
-from arrowkafka.codec.encode import input_rule, uuids_as_bytes
+from arrowkafka.codec.encode import bad_offsets, input_rule, uuids_as_bytes
 from arrowkafka.plan import with_indices
 from arrowkafka.schema import default_struct, storage_type
 from tests.codec.encode.pure_kernel import encode_specialised
@@ -139,6 +140,24 @@ def test_list_offsets_arrow_would_refuse(offsets: tuple[int, ...]) -> None:
     topics = pa.Array.from_buffers(pa.list_(one.type), 2, [None, _offsets(*offsets)], children=[one])
     e = refused(SPECS, pa.table({"topics": topics}), "MetadataRequest", 12)
     assert "not a valid Arrow array" in e.reason and e.path == "$.topics" and e.row < 2
+
+
+def test_the_first_bad_offset_is_the_one_named() -> None:
+    """``bad_offsets`` checks the usual case (never backwards, within the values) in one pass;
+    where that fails it names the first element any rule refuses, as the plain rule does."""
+    rng = np.random.default_rng(7)
+    seen = set()
+    for _ in range(3000):
+        n, limit = int(rng.integers(1, 8)), int(rng.integers(0, 12))
+        offs = np.sort(rng.integers(-1, 14, n)).astype(np.int32)
+        if rng.random() < 0.5:  # some backwards
+            offs = rng.integers(-2, 14, n).astype(np.int32)
+        bad = (offs[1:] < offs[:-1]) | (offs[1:] > limit) | (offs[:-1] < 0)
+        want = int(np.argmax(bad)) if bad.any() else None
+        assert bad_offsets(offs, limit) == want, (offs, limit)
+        seen.add(want is None)
+    assert seen == {True, False}
+    assert bad_offsets(np.zeros(0, np.int32), 0) is None
 
 
 def test_a_32768_byte_topic_name_in_metadata_v12() -> None:
