@@ -44,11 +44,24 @@ def check_compression(compression: str) -> str:
     return compression
 
 
-def spare_core() -> bool:
-    """Can this process run on more than one core (a writer thread beside the job's)?"""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) > 1
-    return (os.cpu_count() or 1) > 1
+def spare_core(cgroup: Path = Path("/sys/fs/cgroup")) -> bool:
+    """Can this process run on more than one core (a writer thread beside the job's): the
+    cores it may run on, and its container's CPU quota, if any (``docker --cpus``)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = _cpu_quota(cgroup)
+    return cores > 1 and (quota is None or quota >= 2)
+
+
+def _cpu_quota(cgroup: Path) -> float | None:
+    """The cores' worth of CPU time the cgroup allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``
+    over ``cpu.cfs_period_us``), or None: no quota, or none found."""
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    with contextlib.suppress(OSError, ValueError):
+        us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        return None if us < 0 else us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+    return None
 
 
 class ParquetTables:
@@ -116,11 +129,18 @@ class ParquetTables:
     def abort(self) -> None:
         """The job failed: its tables go (each holds only what was written before the failure,
         and would pass for a whole one)."""
-        if self._writer is not None:
-            self._writer.cancel()
+        try:
+            if self._writer is not None:
+                self._writer.cancel()  # (waits for the write running)
+        except BaseException:  # interrupted again while it waited: the files go all the same
+            self._remove()
+            raise
         for w in self.open.values():
             with contextlib.suppress(Exception):
                 w.close()
+        self._remove()
+
+    def _remove(self) -> None:
         if self.out is None:
             return
         for name in [*self.open, *self.written_empty]:
@@ -131,49 +151,69 @@ class ParquetTables:
 
 
 class _Writer:
-    """One thread that runs the writes given to it, in order, grouped in steps; the first
-    failure is raised by the next ``step`` or ``finish``, and no write after it runs."""
+    """One thread that runs the writes given to it, in order, grouped in steps. The first
+    failure is raised by the next ``step`` or ``finish`` (and by any after them), and no write
+    after it runs; nor does any after ``cancel``, or after an interrupt while the job waits."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="arrowkafka-parquet")
         self._steps: deque[list[Future[None]]] = deque([[]])  # the last: the step being given
-        self._failed = False  # (set and read by the writer's thread only)
+        self._failure: BaseException | None = None  # the first write that failed
+        self._stop = False  # (set by the job's thread, read by the writer's)
+        self._done = False  # finished or cancelled: nothing more is taken
 
     def put(self, write: Callable[[], None]) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._done:
+            raise RuntimeError("the tables are closed: nothing more can be written")
         self._steps[-1].append(self._pool.submit(self._run, write))
 
     def _run(self, write: Callable[[], None]) -> None:
-        if self._failed:  # a write before this one failed: the job is failing
+        if self._stop:  # a write before this one failed, or the job is failing
             return
         try:
             write()
         except BaseException:
-            self._failed = True
+            self._stop = True
             raise
 
     def step(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         self._steps.append([])
         while len(self._steps) > 2:  # the step before the one just given: written
             self._wait(self._steps.popleft())
 
     def finish(self) -> None:
-        try:
-            while self._steps:
-                self._wait(self._steps.popleft())
-        finally:
-            self._pool.shutdown()
+        if self._failure is not None:
+            raise self._failure
+        if self._done:
+            raise RuntimeError("the writes were cancelled or are finished")
+        while self._steps:
+            self._wait(self._steps.popleft())
+        self._done = True
+        self._pool.shutdown()
 
     def cancel(self) -> None:
         """Writes not started are dropped; the one running is waited for (it cannot be stopped
         halfway, and its file is about to go)."""
+        self._stop = self._done = True
         self._pool.shutdown(cancel_futures=True)
 
     def _wait(self, step: list[Future[None]]) -> None:
-        for f in step:
-            failure = f.exception()  # (waits for it)
-            if failure is not None:
-                self.cancel()
-                raise failure
+        try:
+            if self._failure is None:
+                for f in step:
+                    if not f.cancelled() and f.exception() is not None:  # (waits for it)
+                        self._failure = f.exception()
+                        break
+        except BaseException:  # interrupted while it waited: the job is failing
+            self.cancel()
+            raise
+        if self._failure is not None:
+            self.cancel()
+            raise self._failure
 
 
 def writer_options(schema: pa.Schema, compression: str = "snappy") -> dict[str, Any]:

@@ -34,10 +34,6 @@ from arrowkafka.topics import decode_cluster_metadata, decode_consumer_offsets
 __all__ = ["SegmentSummary", "decode_segments", "segment_files", "segment_schemas"]
 
 CHUNK_BYTES = 16 << 20  # a piece of zstd batches may decompress to 10 times this
-# (half that where a thread writes the tables, which holds a piece's rows while the next piece
-# is decoded: bench/segments_memory.py on two cores, 2026-11-29, with payloads, rolled /
-# one-segment / compressible: 88 / 105 / 30 -> 112 / 143 / 57 MB/s, peak RSS 417 / 394 / 507 ->
-# 465 / 426 / 492 MB; in 16 MB pieces the same speed, peak RSS 523 / 462 / 657 MB)
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # a tiered-storage bucket: <topic>-<topic id>/<partition>/<offset>-<segment id>.log, each id a
 # Kafka Uuid in URL-safe base64 (the layout of the Aiven plugin and Kafka's own test store)
@@ -190,7 +186,7 @@ def decode_segments(
     outdir: str | Path,
     *,
     payloads: bool = True,
-    chunk_bytes: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int], None] | None = None,
     part: str | None = None,
     first_batch_id: int = 0,
@@ -203,14 +199,10 @@ def decode_segments(
     ``part``: write each table as a part of a folder (``records.parquet/<part>.parquet``), with
     batch ids from ``first_batch_id``, as the Spark job does per task. ``compression``: the
     Parquet pages' codec, one of ``output.COMPRESSIONS``. ``background``: the tables written by
-    a thread of their own while the next piece is decoded (``output.ParquetTables``); None:
-    where the process has a second core. ``chunk_bytes``: bytes per piece (None:
-    ``CHUNK_BYTES``, half that in the background: a piece's rows are held while the next is
-    decoded)."""
+    a thread of their own while the next piece is decoded (``output.ParquetTables``: a piece's
+    rows are held meanwhile); None: where the process has a second core."""
     out = Path(outdir)
     background = spare_core() if background is None else background
-    if chunk_bytes is None:
-        chunk_bytes = CHUNK_BYTES // 2 if background else CHUNK_BYTES
     # (a bad codec: refused before anything is read)
     writers = ParquetTables(out, part, compression, background=background)
     files = segment_files(paths)
@@ -289,6 +281,7 @@ def _decode_file(
                 _write_piece(path, topic, partition, pos, got, i, writers, schemas, summary, payloads)
                 why = _entry_reason(got, i, size - int(e.at[i]))
                 _skipped(path, f, int(e.at[i]), found, why, writers, summary, payloads)
+                writers.step()  # (in the background: the piece before this one is written)
                 if progress is not None:
                     progress(str(path), found, size)
                 pos = found
@@ -321,6 +314,7 @@ def _decode_file(
                 need = int(e.claimed - end)
             cut = int(e.at[keep] - pos) if keep < n else len(buf)
             _write_piece(path, topic, partition, pos, got, keep, writers, schemas, summary, payloads)
+            writers.step()
             if progress is not None:
                 progress(str(path), pos + cut, size)
             if stop:
@@ -328,7 +322,7 @@ def _decode_file(
             f.seek(end)  # (a search, or a look for zeros, read on past the piece)
             rest = buf[cut:]
             pos += cut
-            del got  # this piece's tables go before the next piece decodes beside them
+            del got  # this piece's tables go (or, written in the background, once they are written)
             buf = rest + f.read(max(chunk_bytes, need))
 
 
@@ -579,7 +573,6 @@ def _write_piece(
     _write_rejects(writers, summary, table)
     if topic in INTERNAL and n_rec:
         _typed(path, topic, partition, pos, batches, records, writers, summary)
-    writers.step()
 
 
 def _typed(

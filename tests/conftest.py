@@ -46,3 +46,31 @@ def own_kernel_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     mp.setenv("ARROWKAFKA_CACHE_DIR", str(folder))
     yield folder
     mp.undo()
+
+
+def writing_threads(monkeypatch: pytest.MonkeyPatch) -> tuple[set[str], list[int]]:
+    """(the threads Parquet tables' rows are written in, the steps of the job), as the job goes
+    (the tables that got no rows are written by ``close``, in the job's thread)."""
+    import threading
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from arrowkafka.output import ParquetTables
+
+    threads: set[str] = set()
+    steps: list[int] = []
+    write_table, step = pq.ParquetWriter.write_table, ParquetTables.step
+
+    def written(self: pq.ParquetWriter, table: pa.Table, *args: object, **kwargs: object) -> None:
+        if table.num_rows:
+            threads.add(threading.current_thread().name)
+        write_table(self, table, *args, **kwargs)
+
+    def stepped(self: ParquetTables) -> None:
+        steps.append(1)
+        step(self)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", written)
+    monkeypatch.setattr(ParquetTables, "step", stepped)
+    return threads, steps

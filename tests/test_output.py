@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowkafka as ak
-from arrowkafka.output import COMPRESSIONS, ParquetTables, _Writer
+from arrowkafka.output import COMPRESSIONS, ParquetTables, _Writer, spare_core
 from arrowkafka.segments import decode_segments
 from arrowkafka.traffic import decode_capture
 from tests.conftest import SHARED
@@ -112,16 +112,75 @@ def test_a_write_that_fails_in_the_background_is_raised_and_the_tables_go(
 
 
 def test_the_background_writer_is_at_most_one_step_behind() -> None:
-    writer, gate, log = _Writer(), threading.Event(), []
-    writer.put(lambda: (gate.wait(), log.append("step 1 written")))
+    writer, log = _Writer(), []
+    gates = [threading.Event(), threading.Event()]
+    writer.put(lambda: (gates[0].wait(), log.append("step 1 written")))
     writer.step()  # returns at once: the job goes on with its next step
     assert log == []
-    threading.Timer(0.2, lambda: (log.append("released"), gate.set())).start()
-    writer.put(lambda: log.append("step 2 written"))
-    writer.step()  # waits for step 1's writes, not step 2's
-    assert log[:2] == ["released", "step 1 written"]
+    threading.Timer(0.2, lambda: (log.append("released"), gates[0].set())).start()
+    writer.put(lambda: (gates[1].wait(), log.append("step 2 written")))
+    writer.step()  # waits for step 1's writes, not for step 2's (still held)
+    assert log == ["released", "step 1 written"]
+    gates[1].set()
     writer.finish()
     assert log == ["released", "step 1 written", "step 2 written"]
+
+
+def test_a_failure_is_raised_by_every_call_after_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last step's write fails: ``close`` raises it; so does any later call, never a
+    cancellation or an empty queue; nothing after it runs, and ``abort`` leaves no table."""
+    writer = _Writer()
+    ran = []
+    writer.put(lambda: ran.append(1))
+    writer.put(lambda: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    writer.put(lambda: ran.append(3))
+    with pytest.raises(OSError, match="No space left") as first:
+        writer.finish()
+    for call in (writer.finish, writer.step, lambda: writer.put(lambda: None)):
+        with pytest.raises(OSError) as again:
+            call()
+        assert again.value is first.value
+    assert ran == [1]
+    done = _Writer()
+    done.finish()
+    with pytest.raises(RuntimeError, match="closed"):
+        done.put(lambda: None)
+
+    write_table = pq.ParquetWriter.write_table
+
+    def full_disk(self: pq.ParquetWriter, table: pa.Table, *args: Any, **kwargs: Any) -> None:
+        if table.num_rows == 1:  # the second table's
+            raise OSError(28, "No space left on device")
+        write_table(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
+    out = ParquetTables(tmp_path, background=True)
+    out.write("a", pa.table({"n": [1, 2]}, schema=SCHEMA))
+    out.write("b", pa.table({"n": [3]}, schema=SCHEMA))
+    with pytest.raises(OSError, match="No space left on device"):
+        out.close({"a": SCHEMA, "b": SCHEMA, "c": SCHEMA})
+    out.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "spare"),
+    [({}, True), ({"cpu.max": "max 100000\n"}, True), ({"cpu.max": "150000 100000\n"}, False),
+     ({"cpu.max": "200000 100000\n"}, True),
+     ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, True),
+     ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, False)],
+    ids=["no cgroup", "v2, no quota", "v2, 1.5 cores", "v2, 2 cores", "v1, no quota", "v1, 1 core"],
+)  # fmt: skip
+def test_a_second_core_is_one_the_container_allows(
+    files: dict[str, str], spare: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert spare_core(tmp_path) is spare
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3})
+    assert spare_core(tmp_path) is False
 
 
 def codecs_of(folder: Path) -> set[str]:

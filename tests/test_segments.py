@@ -27,6 +27,7 @@ import arrowkafka as ak
 from arrowkafka import segments
 from arrowkafka.records import Records
 from arrowkafka.segments import decode_segments
+from tests.conftest import writing_threads
 from tests.records.batchtools import Rec, build, rewrap_v2
 from tests.test_topics import metadata_values, offsets_records
 
@@ -115,11 +116,16 @@ def test_a_log_dir_to_tables(logdir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["written in turn", "written in the background"])
-def test_small_pieces_give_the_same_tables(logdir: Path, tmp_path: Path, background: bool) -> None:
+def test_small_pieces_give_the_same_tables(
+    logdir: Path, tmp_path: Path, background: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """(In the background, each piece's rows are written while the next piece is decoded.)"""
     decode_segments([logdir], tmp_path / "one", background=False)
+    threads, steps = writing_threads(monkeypatch)
     # most batches cross a piece boundary
     decode_segments([logdir], tmp_path / "small", chunk_bytes=700, background=background)
+    assert threads == {"arrowkafka-parquet_0" if background else "MainThread"}
+    assert len(steps) > 10  # a step a piece
     for name in ("record_batches", "records", "record_markers", "consumer_offsets.OffsetCommit",
                  "cluster_metadata.TopicRecord", "record_control.LeaderChangeMessage"):  # fmt: skip
         assert pq.read_table(tmp_path / "small" / f"{name}.parquet").equals(

@@ -34,12 +34,10 @@ __all__ = ["decode_capture"]
 
 # Decoded rows held, over all tables, before each table's are written as a row group, counted
 # by the bytes of the frames they came from: few, large row groups, whose count is what the
-# writers keep in memory until they close. Written in the background (a second core), each
-# chunk's rows are written while the next chunk is decoded: a row group per chunk, and chunks
-# of half the size, so that the last one's writing, which nothing overlaps, is short, and two
-# chunks' rows are no more than one's were (80 and 240 MB of control-plane copies on two cores,
-# 2026-11-29: 57-83 -> 74-92 and 73-82 -> 97-118 MB/s, peak RSS 651 -> 604-606 and 893-915 ->
-# 655 MB, in turns).
+# writers keep in memory until they close. Written in the background (a second core), half as
+# many: a chunk's rows are written while the next chunk is decoded, and nothing overlaps the
+# last writing, so it had better be short (80 and 240 MB of control-plane copies on two cores,
+# in turns, 2026-11-29: see bench/results/NOTES.md, Captures to Parquet).
 HELD_BYTES = 64 << 20
 
 
@@ -49,7 +47,7 @@ def decode_capture(
     specs: SpecSet,
     *,
     broker_ports: Iterable[int] = DEFAULT_BROKER_PORTS,
-    chunk_bytes: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[str, int, int | None], None] | None = None,
     payloads: bool = True,
     compression: str = "snappy",
@@ -65,14 +63,11 @@ def decode_capture(
     ``records`` fields, and the raw bytes of rejects. ``compression``: the Parquet pages'
     codec, one of ``output.COMPRESSIONS``. ``background``: the tables written by a thread of
     their own while the next chunk is decoded (``output.ParquetTables``); None: where the
-    process has a second core. ``chunk_bytes``: frames per chunk (None: ``CHUNK_BYTES``, half
-    that in the background)."""
+    process has a second core."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
     background = out is not None and (spare_core() if background is None else background)
-    if chunk_bytes is None:
-        chunk_bytes = CHUNK_BYTES // 2 if background else CHUNK_BYTES
-    held_most = 0 if background else HELD_BYTES
+    held_most = HELD_BYTES // 2 if background else HELD_BYTES
     # (a bad codec: refused before the folder)
     written = ParquetTables(out, compression=compression, background=background)
     if out is not None:

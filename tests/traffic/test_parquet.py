@@ -15,7 +15,7 @@ import arrowkafka as ak
 from arrowkafka.cli import main
 from arrowkafka.traffic import decode_capture
 from arrowkafka.traffic import parquet as traffic
-from tests.conftest import SHARED
+from tests.conftest import SHARED, writing_threads
 
 # From ../shared/captures/README.md: requests / responses, and the (API, version) pairs seen.
 CAPTURES = {
@@ -119,14 +119,17 @@ def test_chunks_give_the_same_tables(
     from a pipe (read once, kept on disk for the second pass), writing each chunk's rows at
     once (in the background: while the next chunk is decoded): the same rows as one chunk."""
     duckdb = pytest.importorskip("duckdb")
-    monkeypatch.setattr(traffic, "HELD_BYTES", 1)
     path = SHARED / "captures" / f"{capture}.pcap"
     whole = decode_capture([path], tmp_path / "whole", ak.load_specs(), background=False)
+    monkeypatch.setattr(traffic, "HELD_BYTES", 1)
+    threads, steps = writing_threads(monkeypatch)
     with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
         assert cat.stdout is not None
         parts = decode_capture(
             [cat.stdout], tmp_path / "parts", ak.load_specs(), chunk_bytes=4096, background=background
         )
+    assert threads == {"arrowkafka-parquet_0" if background else "MainThread"}
+    assert len(steps) > 1
     assert (parts.frames_in, parts.rows, parts.rejects) == (whole.frames_in, whole.rows, whole.rejects)
     assert parts.tables == whole.tables
     for message in whole.tables:
