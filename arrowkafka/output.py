@@ -8,8 +8,9 @@ Where the process has a second core, a job's tables are written by a thread of t
 (``background=True``): Parquet's writer (encoding, compression, the file) runs in C++ without
 Python's lock, so one chunk's rows are written while the next chunk is decoded. The writer is
 at most one step behind (``ParquetTables.step``): a job that decodes faster than its tables are
-written waits, and holds no more than two steps' rows. Writes keep their order, so the files
-are the ones a job writing in its own thread makes, byte for byte."""
+written waits, and holds no more than two steps' rows. Writes keep their order: the same
+writes make the same files, byte for byte, in the job's thread or in the writer's (a capture job
+in the background writes a row group per chunk, though: more row groups, the same rows)."""
 
 from __future__ import annotations
 
