@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import threading
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,23 +46,41 @@ def check_compression(compression: str) -> str:
     return compression
 
 
-def spare_core(cgroup: Path = Path("/sys/fs/cgroup")) -> bool:
+def spare_core(cgroup: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> bool:
     """Can this process run on more than one core (a writer thread beside the job's): the
-    cores it may run on, and its container's CPU quota, if any (``docker --cpus``)."""
+    cores it may run on, and the CPU quota of its cgroup and the cgroups above it, if any
+    (``docker --cpus``, systemd's ``CPUQuota``)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    quota = _cpu_quota(cgroup)
-    return cores > 1 and (quota is None or quota >= 2)
+    quotas = [q for q in map(_cpu_quota, _cgroup_folders(cgroup, own)) if q is not None]
+    return cores > 1 and min(quotas, default=2.0) >= 2
 
 
-def _cpu_quota(cgroup: Path) -> float | None:
-    """The cores' worth of CPU time the cgroup allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``
+def _cgroup_folders(cgroup: Path, own: Path) -> list[Path]:
+    """The folders of this process's cgroup and of those above it, v2 and v1 (``cpu``)."""
+    folders = [cgroup, cgroup / "cpu"]
+    with contextlib.suppress(OSError, ValueError):
+        for line in own.read_text().splitlines():  # "0::/a/b" (v2), "4:cpu,cpuacct:/a/b" (v1)
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                base = cgroup
+            elif "cpu" in controllers.split(","):
+                base = cgroup / "cpu"
+            else:
+                continue
+            parts = [p for p in path.split("/") if p]
+            folders += [base.joinpath(*parts[:n]) for n in range(1, len(parts) + 1)]
+    return folders
+
+
+def _cpu_quota(folder: Path) -> float | None:
+    """The cores' worth of CPU time a cgroup allows (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``
     over ``cpu.cfs_period_us``), or None: no quota, or none found."""
     with contextlib.suppress(OSError, ValueError):
-        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
         return None if quota == "max" else int(quota) / int(period)
     with contextlib.suppress(OSError, ValueError):
-        us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
-        return None if us < 0 else us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+        us = int((folder / "cpu.cfs_quota_us").read_text())
+        return None if us < 0 else us / int((folder / "cpu.cfs_period_us").read_text())
     return None
 
 
@@ -69,8 +88,8 @@ class ParquetTables:
     """One Parquet file per table under ``out``: ``<name>.parquet``, or with ``part`` the file
     ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task). ``out`` None:
     nothing is written. ``compression``: one of ``COMPRESSIONS``. ``background``: written by a
-    thread of their own (see above); a failure there is raised by the next ``step`` or
-    ``close``."""
+    thread of their own (see above); a failure there is raised by the ``step`` that waits for
+    it (the one after the next) or by ``close``."""
 
     def __init__(
         self, out: Path | None, part: str | None = None, compression: str = "snappy", background: bool = False
@@ -80,6 +99,9 @@ class ParquetTables:
         self.open: dict[str, pq.ParquetWriter] = {}
         self.written_empty: list[str] = []  # tables ``close`` wrote with no rows
         self._writer = _Writer() if background and out is not None else None
+        # a file made by the writer's thread while ``abort`` removes the job's: one or the other
+        self._files = threading.Lock()
+        self._removed = False
 
     def path(self, name: str) -> Path:
         assert self.out is not None
@@ -102,7 +124,10 @@ class ParquetTables:
         table = portable_table(table)  # types every reader takes, Spark's included
         if name not in self.open:
             options = writer_options(table.schema, self.compression)
-            self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **options)
+            with self._files:
+                if self._removed:
+                    return
+                self.open[name] = pq.ParquetWriter(self.path(name), table.schema, **options)
         self.open[name].write_table(table)
 
     def step(self) -> None:
@@ -144,7 +169,10 @@ class ParquetTables:
     def _remove(self) -> None:
         if self.out is None:
             return
-        for name in [*self.open, *self.written_empty]:
+        with self._files:
+            self._removed = True
+            names = [*self.open, *self.written_empty]
+        for name in names:
             with contextlib.suppress(OSError):
                 self.path(name).unlink()
                 if self.part is not None:  # the folder of parts, if no other task's part is in it
@@ -153,8 +181,9 @@ class ParquetTables:
 
 class _Writer:
     """One thread that runs the writes given to it, in order, grouped in steps. The first
-    failure is raised by the next ``step`` or ``finish`` (and by any after them), and no write
-    after it runs; nor does any after ``cancel``, or after an interrupt while the job waits."""
+    failure is raised by the ``step`` or ``finish`` that waits for it (and by any call after
+    them), and no write after it runs; nor does any after ``cancel``, or after an interrupt
+    while the job waits."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="arrowkafka-parquet")
@@ -182,6 +211,8 @@ class _Writer:
     def step(self) -> None:
         if self._failure is not None:
             raise self._failure
+        if self._done:
+            raise RuntimeError("the tables are closed: nothing more can be written")
         self._steps.append([])
         while len(self._steps) > 2:  # the step before the one just given: written
             self._wait(self._steps.popleft())

@@ -126,6 +126,17 @@ def test_the_background_writer_is_at_most_one_step_behind() -> None:
     assert log == ["released", "step 1 written", "step 2 written"]
 
 
+def test_a_table_begun_after_abort_removed_the_files_makes_none(tmp_path: Path) -> None:
+    """(the writer's thread, interrupted in the middle of a write, may go on to open a new
+    table while ``abort`` removes the job's files: it makes none)"""
+    out = ParquetTables(tmp_path, background=True)
+    out.write("a", pa.table({"n": [1]}, schema=SCHEMA))
+    out.step()
+    out.abort()
+    out._write("late", pa.table({"n": [2]}, schema=SCHEMA))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failure_is_raised_by_every_call_after_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The last step's write fails: ``close`` raises it; so does any later call, never a
     cancellation or an empty queue; nothing after it runs, and ``abort`` leaves no table."""
@@ -143,8 +154,9 @@ def test_a_failure_is_raised_by_every_call_after_it(tmp_path: Path, monkeypatch:
     assert ran == [1]
     done = _Writer()
     done.finish()
-    with pytest.raises(RuntimeError, match="closed"):
-        done.put(lambda: None)
+    for late in (lambda: done.put(lambda: None), done.step):
+        with pytest.raises(RuntimeError, match="closed"):
+            late()
 
     write_table = pq.ParquetWriter.write_table
 
@@ -178,9 +190,35 @@ def test_a_second_core_is_one_the_container_allows(
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    assert spare_core(tmp_path) is spare
+    assert spare_core(tmp_path, tmp_path / "none") is spare
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3})
-    assert spare_core(tmp_path) is False
+    assert spare_core(tmp_path, tmp_path / "none") is False
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_a_quota_on_the_process_cgroup_or_above_it_counts(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(systemd's CPUQuota, a container seen from the host: the quota is on the process's own
+    cgroup, or on one above it, not at the root)"""
+    root = tmp_path / "cgroup"
+    base = root if version == "v2" else root / "cpu"
+    own = tmp_path / "own"
+    own.write_text(
+        "0::/app.slice/job.service\n" if version == "v2" else "4:cpu,cpuacct:/app.slice/job.service\n"
+    )
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    (base / "app.slice" / "job.service").mkdir(parents=True)
+    assert spare_core(root, own) is True  # no quota anywhere
+    for folder in (base / "app.slice", base / "app.slice" / "job.service"):
+        if version == "v2":
+            (folder / "cpu.max").write_text("100000 100000\n")
+        else:
+            (folder / "cpu.cfs_quota_us").write_text("100000\n")
+            (folder / "cpu.cfs_period_us").write_text("100000\n")
+        assert spare_core(root, own) is False, folder
+        for name in ("cpu.max", "cpu.cfs_quota_us", "cpu.cfs_period_us"):
+            (folder / name).unlink(missing_ok=True)
 
 
 def codecs_of(folder: Path) -> set[str]:

@@ -34,10 +34,10 @@ __all__ = ["decode_capture"]
 
 # Decoded rows held, over all tables, before each table's are written as a row group, counted
 # by the bytes of the frames they came from: few, large row groups, whose count is what the
-# writers keep in memory until they close. Written in the background (a second core), half as
-# many: a chunk's rows are written while the next chunk is decoded, and nothing overlaps the
-# last writing, so it had better be short (80 and 240 MB of control-plane copies on two cores,
-# in turns, 2026-11-29: see bench/results/NOTES.md, Captures to Parquet).
+# writers keep in memory until they close. Written in the background (a second core), half
+# that, a row group per 32 MB chunk: each chunk's rows are written while the next chunk is
+# decoded, and nothing overlaps the last writing, so it had better be short (80 and 240 MB of
+# control-plane copies on two cores, 2026-11-29: see bench/results/NOTES.md, Captures to Parquet).
 HELD_BYTES = 64 << 20
 
 
@@ -54,8 +54,8 @@ def decode_capture(
     background: bool | None = None,
 ) -> Summary:
     """Decode captures into Parquet tables under ``outdir`` (nothing written if None): a chunk
-    at a time, each chunk's rows appended to the tables as a row group, so memory is bounded
-    by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``.
+    at a time, the rows of every chunk or two (``HELD_BYTES``) appended to the tables as a row
+    group, so memory is bounded by the chunk whatever the capture's size. ``progress``: see ``frame_chunks``.
 
     The records of Produce requests and Fetch responses also go to ``record_batches``,
     ``records`` and ``record_markers`` (``traffic.records``). ``payloads=False`` leaves record
