@@ -88,17 +88,24 @@ class ParquetTables:
     """One Parquet file per table under ``out``: ``<name>.parquet``, or with ``part`` the file
     ``<name>.parquet/<part>.parquet`` (a folder of parts, one per Spark task). ``out`` None:
     nothing is written. ``compression``: one of ``COMPRESSIONS``. ``background``: written by a
-    thread of their own (see above); a failure there is raised by the ``step`` that waits for
-    it (the one after the next) or by ``close``."""
+    thread of their own (see above; None: where the process has a second core, ``spare_core``);
+    a failure there is raised by the ``step`` that waits for it (the one after the next) or by
+    ``close``."""
 
     def __init__(
-        self, out: Path | None, part: str | None = None, compression: str = "snappy", background: bool = False
+        self,
+        out: Path | None,
+        part: str | None = None,
+        compression: str = "snappy",
+        background: bool | None = False,
     ) -> None:
         self.out, self.part = out, part
         self.compression = check_compression(compression)
         self.open: dict[str, pq.ParquetWriter] = {}
         self.written_empty: list[str] = []  # tables ``close`` wrote with no rows
+        background = spare_core() if background is None else background
         self._writer = _Writer() if background and out is not None else None
+        self.background = self._writer is not None  # (what the job's steps may count on)
         # a file made by the writer's thread while ``abort`` removes the job's: one or the other
         self._files = threading.Lock()
         self._removed = False
@@ -193,11 +200,15 @@ class _Writer:
         self._done = False  # finished or cancelled: nothing more is taken
 
     def put(self, write: Callable[[], None]) -> None:
+        self._taking()
+        self._steps[-1].append(self._pool.submit(self._run, write))
+
+    def _taking(self) -> None:
+        """Raise the first failure, or that nothing more is taken (finished or cancelled)."""
         if self._failure is not None:
             raise self._failure
         if self._done:
             raise RuntimeError("the tables are closed: nothing more can be written")
-        self._steps[-1].append(self._pool.submit(self._run, write))
 
     def _run(self, write: Callable[[], None]) -> None:
         if self._stop:  # a write before this one failed, or the job is failing
@@ -209,19 +220,13 @@ class _Writer:
             raise
 
     def step(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self._done:
-            raise RuntimeError("the tables are closed: nothing more can be written")
+        self._taking()
         self._steps.append([])
         while len(self._steps) > 2:  # the step before the one just given: written
             self._wait(self._steps.popleft())
 
     def finish(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-        if self._done:
-            raise RuntimeError("the writes were cancelled or are finished")
+        self._taking()
         while self._steps:
             self._wait(self._steps.popleft())
         self._done = True

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from arrowkafka.errors import ArrowKafkaError
-from arrowkafka.output import Causes, ParquetTables, spare_core
+from arrowkafka.output import Causes, ParquetTables
 from arrowkafka.records import Records, decode_records
 from arrowkafka.records.decode import find_batch
 from arrowkafka.records.tables import CONTROL_TABLES, linked_control, linked_schemas
@@ -202,7 +202,6 @@ def decode_segments(
     a thread of their own while the next piece is decoded (``output.ParquetTables``: a piece's
     rows are held meanwhile); None: where the process has a second core."""
     out = Path(outdir)
-    background = spare_core() if background is None else background
     # (a bad codec: refused before anything is read)
     writers = ParquetTables(out, part, compression, background=background)
     files = segment_files(paths)

@@ -12,7 +12,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from arrowkafka.api import SpecSet
-from arrowkafka.output import ParquetTables, spare_core
+from arrowkafka.output import ParquetTables
 from arrowkafka.records.tables import CONTROL_TABLES
 from arrowkafka.traffic.chunks import CHUNK_BYTES
 from arrowkafka.traffic.columns import REJECT_SCHEMA
@@ -66,10 +66,9 @@ def decode_capture(
     process has a second core."""
     summary = Summary()
     out = None if outdir is None else Path(outdir)
-    background = out is not None and (spare_core() if background is None else background)
-    held_most = HELD_BYTES // 2 if background else HELD_BYTES
     # (a bad codec: refused before the folder)
     written = ParquetTables(out, compression=compression, background=background)
+    held_most = HELD_BYTES // 2 if written.background else HELD_BYTES
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     held: dict[str, list[pa.Table]] = defaultdict(list)  # rows not written yet, per message
