@@ -233,28 +233,40 @@ def capture_rows(repeat: int = 3) -> list[dict[str, object]]:
         "bound_heap()\n"  # as the CLI does
         "specs = ak.load_specs()\n"
         "decode_capture([sys.argv[2]], tempfile.mkdtemp(), specs)\n"  # warm: compile, caches
+        # the Parquet writer's own time (each table's rows written; on one core, in the job's thread)
+        "from arrowkafka import output\n"
+        "write, spent = output.ParquetTables._write, [0.0]\n"
+        "def timed(self, name, table):\n"
+        "    w = time.perf_counter(); write(self, name, table); spent[0] += time.perf_counter() - w\n"
+        "output.ParquetTables._write = timed\n"
         "t = time.perf_counter()\n"
         "decode_capture([sys.argv[1]], tempfile.mkdtemp(), specs)\n"
-        'print(time.perf_counter() - t, [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM")][0])\n'
+        'print(time.perf_counter() - t, [int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM")][0],'
+        " spent[0])\n"
     )
     cores = [1, 2] if len(os.sched_getaffinity(0)) >= 2 else [1]
-    runs: dict[tuple[str, int], list[tuple[float, int]]] = {(w, n): [] for w, _ in captures for n in cores}
+    runs: dict[tuple[str, int], list[tuple[float, int, float]]] = {
+        (w, n): [] for w, _ in captures for n in cores
+    }
     for _ in range(repeat):  # the captures in turns: a slow spell of the machine hits them all
         for workload, pcap in captures:
             for n in cores:
                 out = subprocess.run([sys.executable, "-c", code, str(pcap), str(big_capture(2)), str(n)],
                                      check=True, capture_output=True, text=True)  # fmt: skip
-                seconds, rss_kb = out.stdout.split()
-                runs[workload, n].append((float(seconds), int(rss_kb)))
+                seconds, rss_kb, writing = out.stdout.split()
+                runs[workload, n].append((float(seconds), int(rss_kb), float(writing)))
     for workload, pcap in captures:
         size = pcap.stat().st_size
         for n in cores:
-            seconds = min(t for t, _ in runs[workload, n])
+            seconds, _, writing = min(runs[workload, n])
             rows.append({"workload": workload, "impl": "arrowkafka (1 core)" if n == 1 else f"arrowkafka ({n} cores)",
                          "messages_per_s": None, "mb_per_s": size / seconds / 1e6,
                          "ratio_to_best_peer": None, "share_of_memcpy": None, "capture_bytes": size,
-                         "peak_rss_mb": max(rss for _, rss in runs[workload, n]) / 1024,
-                         "runs_mb_per_s": [round(size / t / 1e6, 1) for t, _ in runs[workload, n]]})  # fmt: skip
+                         "peak_rss_mb": max(rss for _, rss, _ in runs[workload, n]) / 1024,
+                         "runs_mb_per_s": [round(size / t / 1e6, 1) for t, _, _ in runs[workload, n]],
+                         # the fastest run's Parquet writing (in the writer's thread, with two cores),
+                         # and the capture's MB/s if the job did nothing else
+                         "parquet_writer_s": writing, "parquet_writer_alone_mb_s": size / writing / 1e6})  # fmt: skip
     return rows
 
 
@@ -462,8 +474,12 @@ def main() -> None:
             continue
         target = max(TARGET_PCAP_MB_S, TARGET_PCAP_SPEED_MB_S.get(str(r["workload"]), 0.0))
         if float(r["mb_per_s"]) < target:  # type: ignore[arg-type]
+            # what the Parquet writer alone leaves of the target's time, on one core
+            budget = float(r["capture_bytes"]) / target / 1e6  # type: ignore[arg-type]
             behind.append(
                 f"{r['workload']}: {r['mb_per_s']:.0f} MB/s of capture end to end, target {target:.0f}"
+                f" (Parquet's writer alone: {r['parquet_writer_s']:.2f} s of the {budget:.2f} s the target"
+                f" allows, {r['parquet_writer_alone_mb_s']:.0f} MB/s of capture if nothing else ran)"
             )
     behind += records_behind(rows)
     for workload in sorted({str(r["workload"]) for r in rows if str(r["workload"]).startswith("mapInArrow")}):
