@@ -178,17 +178,17 @@ def _lz4_kernel_only(buf: bytes) -> int:
     return n
 
 
-def _decompress_kept(buf: bytes, kept: np.ndarray, copies: bool) -> int:
+def _decompress_kept(buf: bytes, kept: np.ndarray, window: np.ndarray, copies: bool) -> int:
     """What a decoder of compressed batches cannot avoid besides the CRCs: every batch's records
     decompressed (as ``_decompress_only``, and for lz4 as ``_lz4_kernel_only``, the faster way)
-    and each decompressed byte in memory that is kept (``kept``, allocated once by the caller,
-    as decode_records' blocks are). With copies, decompressed into one window used again and
-    then copied out once (a decoder that copies keys and values writes each byte again); with
-    views, decompressed into the kept memory itself."""
+    and each decompressed byte in memory that is kept (``kept``; it and ``window`` are allocated
+    once by the caller, as decode_records' blocks are kept). With copies, decompressed into a
+    window used again and then copied out once (a decoder that copies keys and values writes
+    each byte again); with views, decompressed into the kept memory itself."""
     at = 0
     if struct.unpack_from(">h", buf, 21)[0] & 7 == 3 and LZ4_DECOMPRESS:
         first, last = _batch_ranges(buf, 61)
-        data, window = np.frombuffer(buf, np.uint8), np.empty(2 << 20, np.uint8)
+        data = np.frombuffer(buf, np.uint8)
         codecs, batch_of = np.full(len(first), 3), np.arange(len(first))
         hdr = np.zeros((kr.NH, len(first)), np.int64)
         i = 0
@@ -201,9 +201,8 @@ def _decompress_kept(buf: bytes, kept: np.ndarray, copies: bool) -> int:
                 kept[at : at + end] = window[:end]
             at += end - start
         return at
-    pos, view, sink = 0, memoryview(buf), Sink(1 << 21)
-    if not copies:
-        sink.buf = kept
+    pos, view, sink = 0, memoryview(buf), Sink(1)
+    sink.buf = window if copies else kept
     while pos < len(buf):
         length = struct.unpack_from(">i", buf, pos + 8)[0]
         codec = struct.unpack_from(">h", buf, pos + 21)[0] & 7
@@ -451,8 +450,9 @@ def measure_batches(name: str, mb: float, modules: Path | None, seconds: float =
     floors: dict[str, float | None] = {"copies": None, "views": None}
     if codec and dec:
         kept = np.empty(_decompress_only(buf) + (1 << 20), np.uint8)  # (+ a window's spare)
+        window = np.empty(2 << 20, np.uint8)
         for how in floors:
-            took = best(lambda copies=how == "copies": _decompress_kept(buf, kept, copies), seconds)
+            took = best(lambda copies=how == "copies": _decompress_kept(buf, kept, window, copies), seconds)
             floors[how] = size / (took + size / crc)
     ceilings = {f"x_decompress_ceiling_{how}": f / dec if f and dec else None for how, f in floors.items()}
     peer = max(x for x in (kp, kio) if x)
