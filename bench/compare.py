@@ -264,9 +264,11 @@ def capture_rows(repeat: int = 3) -> list[dict[str, object]]:
                          "ratio_to_best_peer": None, "share_of_memcpy": None, "capture_bytes": size,
                          "peak_rss_mb": max(rss for _, rss, _ in runs[workload, n]) / 1024,
                          "runs_mb_per_s": [round(size / t / 1e6, 1) for t, _, _ in runs[workload, n]],
-                         # the fastest run's Parquet writing (in the writer's thread, with two cores),
-                         # and the capture's MB/s if the job did nothing else
-                         "parquet_writer_s": writing, "parquet_writer_alone_mb_s": size / writing / 1e6})  # fmt: skip
+                         # on one core, the fastest run's Parquet writing, and the capture's MB/s if
+                         # the job did nothing else (on two the writer's thread waits for the CPU
+                         # and for Python's lock: its time is not the writer's alone)
+                         "parquet_writer_s": writing if n == 1 else None,
+                         "parquet_writer_alone_mb_s": size / writing / 1e6 if n == 1 else None})  # fmt: skip
     return rows
 
 
