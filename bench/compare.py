@@ -295,6 +295,11 @@ def spark_rows() -> list[dict[str, object]]:
     return rows
 
 
+# the rows of what the machine allows a compressed workload (records.measure_batches' floors)
+CEILING_VIEWS = "the decompression, each byte kept once and the CRCs (ceiling, views)"
+CEILING_COPIES = "the same, each byte copied once more (ceiling, copies)"
+
+
 def record_rows() -> list[dict[str, object]]:
     """The records issue's workloads (32 MB of magic 2 batches each), measured as
     bench/records.py measures them, in this table: decode_records with copies and with views,
@@ -320,8 +325,8 @@ def record_rows() -> list[dict[str, object]]:
             "the decompression alone": r["decompress_only_mb_s"],
             "python-lz4's lz4.frame.decompress, batch by batch": r.get("library_api_mb_s"),
             "the CRCs alone (ceiling)": r["crc_only_mb_s"],
-            "the decompression, each byte kept once and the CRCs (ceiling, views)": r["floor_views_mb_s"],
-            "the same, each byte copied once more (ceiling, copies)": r["floor_copies_mb_s"],
+            CEILING_VIEWS: r["floor_views_mb_s"],
+            CEILING_COPIES: r["floor_copies_mb_s"],
         }
         for impl, mb in impls.items():
             if mb is None:
@@ -362,10 +367,9 @@ def records_behind(rows: list[dict[str, object]]) -> list[str]:
             mb_views = float(by[(workload, "arrowkafka decode_records, views")]["mb_per_s"])  # type: ignore[arg-type]
             ceilings = [
                 float(by[(workload, impl)]["mb_per_s"]) / dec  # type: ignore[arg-type]
-                for impl in ("the same, each byte copied once more (ceiling, copies)",
-                             "the decompression, each byte kept once and the CRCs (ceiling, views)")
+                for impl in (CEILING_COPIES, CEILING_VIEWS)
                 if (workload, impl) in by
-            ]  # fmt: skip
+            ]
             most = f" (at most {ceilings[0]:.2f} and {ceilings[1]:.2f} here)" if len(ceilings) == 2 else ""
             out.append(
                 f"{workload}: {mb / dec:.2f} of the decompression alone, {mb_views / dec:.2f} with views{most},"

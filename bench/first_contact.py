@@ -58,12 +58,11 @@ def _timed(f):
     t = time.perf_counter(); f(); return time.perf_counter() - t
 
 def _fault_in(nbytes):
-    # a new mapping in 4 KiB pages, as assembly.blocks makes them, a byte of each page written
-    import numpy as np
-    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    m.madvise(mmap.MADV_NOHUGEPAGE)
+    # new memory as the decoder's blocks are mapped, a byte of each page written
+    from arrowkafka.assembly.blocks import fresh
+    new = fresh(nbytes)
     t = time.perf_counter()
-    np.frombuffer(m, np.uint8)[:: mmap.PAGESIZE] = 1
+    new[:: mmap.PAGESIZE] = 1
     return time.perf_counter() - t
 """
 

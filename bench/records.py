@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import mmap
 import os
 import shutil
 import struct
@@ -48,6 +47,7 @@ import pyarrow.compute as pc
 from keep import results_path
 
 import arrowkafka as ak
+from arrowkafka.assembly import blocks
 from arrowkafka.kernels import lz4 as kl
 from arrowkafka.kernels import records as kr
 from arrowkafka.records.codecs import LZ4_DECOMPRESS, Sink, decompress_into
@@ -177,16 +177,6 @@ def _lz4_kernel_only(buf: bytes) -> int:
         assert left == kl.DONE
         n += at
     return n
-
-
-def _mapped(nbytes: int) -> np.ndarray:
-    """``nbytes`` of new memory in 4 KiB pages, as ``assembly.blocks`` maps the decoder's (numpy
-    would ask for 2 MiB pages from 4 MB on, which this machine grants, and which are faster to
-    write once faulted in: a floor on them was 5-7% too fast)."""
-    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        m.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(m, np.uint8)
 
 
 def _decompress_kept(buf: bytes, kept: np.ndarray, window: np.ndarray, copies: bool) -> int:
@@ -463,8 +453,10 @@ def measure_batches(name: str, mb: float, modules: Path | None, seconds: float =
     # x_decompress can be on this machine
     floors: dict[str, float | None] = {"copies": None, "views": None}
     if codec and dec:
-        kept = _mapped(_decompress_only(buf) + (1 << 20))  # (+ a window's spare)
-        window = _mapped(2 << 20)
+        # mapped as the decoder's blocks are, in 4 KiB pages (numpy's 2 MiB pages, which this
+        # machine grants from 4 MB on, are faster to write once faulted in: a floor 5-7% too fast)
+        kept = blocks.fresh(_decompress_only(buf) + (1 << 20))  # (+ a window's spare)
+        window = blocks.fresh(2 << 20)
         for how in floors:
             took = best(lambda copies=how == "copies": _decompress_kept(buf, kept, window, copies), seconds)
             floors[how] = size / (took + size / crc)

@@ -41,7 +41,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["KEEP_BYTES", "array", "block"]
+__all__ = ["KEEP_BYTES", "array", "block", "fresh"]
 
 SMALLEST = 1 << 20  # below this, Arrow's pool (its small blocks stay in its own pages)
 KEEP_BYTES = 256 << 20  # blocks kept, in use or free, in all ...
@@ -60,8 +60,9 @@ def _free(i: int) -> bool:
     return sys.getrefcount(_kept[i]) <= 2
 
 
-def _fresh(size: int) -> np.ndarray:
-    """``size`` bytes of new memory (see above), freed when the last array over it goes."""
+def fresh(size: int) -> np.ndarray:
+    """``size`` bytes of new memory (see above), freed when the last array over it goes; not
+    kept (``block`` keeps what it maps; the benchmarks map their new memory here too)."""
     if not hasattr(mmap, "MAP_ANONYMOUS"):  # (not a POSIX system)
         return np.empty(size, np.uint8)
     try:
@@ -112,11 +113,11 @@ def block(nbytes: int) -> np.ndarray:
             held -= len(_kept[i])
             drop.add(i)
         _kept[:] = [_kept[i] for i in range(len(_kept)) if i not in drop]
-        fresh = _fresh(size)
+        new = fresh(size)
         _largest = largest  # (once the system gave it: a size it refused raises no bound)
         if held + size <= bound:
-            _kept.append(fresh)
-        return fresh[:nbytes]
+            _kept.append(new)
+        return new[:nbytes]
 
 
 def array(shape: int | tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
