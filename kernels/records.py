@@ -875,37 +875,18 @@ def walk_records(
         if hdr[H_MAGIC, b] == 2:
             # control records are kept whatever ``payloads`` says: they are decoded from them
             keep = payloads or (hdr[H_ATTR, b] & ATTR_CONTROL) != 0
-            err = _walk_v2(
-                buf,
-                start,
-                end,
-                hdr,
-                b,
-                fill,
-                keep,
-                views,
-                vbase,
-                t,
-                cap,
-                r_batch_p,
-                r_offset_p,
-                r_ts_p,
-                r_size_p,
-                r_key_size_p,
-                r_value_size_p,
-                k_off_p,
-                k_data_p,
-                v_off_p,
-                v_data_p,
-                h_off_p,
-                hk_off_p,
-                hk_data_p,
-                hv_size_p,
-                hv_off_p,
-                hv_data_p,
-                k_view_p,
-                v_view_p,
-            )
+            if fill and keep and views:
+                err = _walk_v2_views(
+                    buf, start, end, hdr, b, vbase, t, cap, r_batch_p, r_offset_p, r_ts_p, r_size_p,
+                    r_key_size_p, r_value_size_p, k_off_p, k_data_p, v_off_p, v_data_p, h_off_p, hk_off_p,
+                    hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p,
+                )  # fmt: skip
+            else:
+                err = _walk_v2(
+                    buf, start, end, hdr, b, fill, keep, views, vbase, t, cap, r_batch_p, r_offset_p,
+                    r_ts_p, r_size_p, r_key_size_p, r_value_size_p, k_off_p, k_data_p, v_off_p, v_data_p,
+                    h_off_p, hk_off_p, hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p,
+                )  # fmt: skip
         else:
             err = _walk_legacy(
                 buf,
@@ -1087,8 +1068,8 @@ def _put_view(dst, r, src, pos, n, vbase, end):
 # the 13 columns made the count walk 105 ns a record instead of 33 (bench/records.py, lz4).
 
 
-@njit(cache=True, nogil=True)
-def _walk_v2(
+@njit(inline="always")
+def _walk_v2_body(
     buf,
     pos,
     end,
@@ -1234,6 +1215,32 @@ def _walk_v2(
         return _fail_at(hdr, b, R_COUNT, end, count, n - n0)
     t[0], t[1], t[2], t[3], t[4], t[5] = n, kc, vc, hc, hkc, hvc
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _walk_v2(buf, pos, end, hdr, b, fill, payloads, views, vbase, t, cap, r_batch, r_offset, r_ts, r_size,
+             r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off, hk_off, hk_data, hv_size,
+             hv_off, hv_data, k_view, v_view):  # fmt: skip
+    """Walk a magic 2 batch's records (``_walk_v2_body``) -> OK, FULL or the error."""
+    return _walk_v2_body(
+        buf, pos, end, hdr, b, fill, payloads, views, vbase, t, cap,
+        r_batch, r_offset, r_ts, r_size, r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off,
+        hk_off, hk_data, hv_size, hv_off, hv_data, k_view, v_view,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _walk_v2_views(buf, pos, end, hdr, b, vbase, t, cap, r_batch, r_offset, r_ts, r_size, r_key_size,
+                   r_value_size, k_off, k_data, v_off, v_data, h_off, hk_off, hk_data, hv_size, hv_off,
+                   hv_data, k_view, v_view):  # fmt: skip
+    """``_walk_v2`` writing every column, keys and values as views: its flags constants, so the
+    compiler drops what they turn off (records of 200-byte values in the cache, 17.4 -> 16.2 ns
+    a record; with copies no gain)."""
+    return _walk_v2_body(
+        buf, pos, end, hdr, b, True, True, True, vbase, t, cap,
+        r_batch, r_offset, r_ts, r_size, r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off,
+        hk_off, hk_data, hv_size, hv_off, hv_data, k_view, v_view,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
