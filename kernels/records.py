@@ -830,7 +830,9 @@ def walk_records(
     with ``k_off[n]``/``v_off[n]`` where each starts, headers likewise (``h_off[n]``: the
     record's first header). ``cap`` holds what the columns have room for, in the cursors'
     order: a batch that would pass it is left as it was (cursors back at its start) and the
-    walk stops there. The caller writes the last offsets (the totals).
+    walk stops there. The caller writes the last offsets (the totals). ``t[6]`` gathers, by
+    bitwise or, every size and timestamp written: while it stays at or above 0 no column holds
+    a null (-1) or a negative timestamp, and the arrays need no validity (no pass to find out).
     ``views``: keys and values are not copied; ``k_view``/``v_view`` get Arrow's 16-byte views
     into ``data`` (buffers 0..) or ``inner`` (buffers ``inner_first``..), see ``_put_view``.
     Returns the batch the walk stopped at: b1 when every batch was walked.
@@ -1110,6 +1112,7 @@ def _walk_v2_body(
     # the cursors in locals, written back once the batch is walked: stores to ``t`` could
     # alias the columns, so the compiler would reload them after every copy
     n, kc, vc, hc, hkc, hvc = t[0], t[1], t[2], t[3], t[4], t[5]
+    signs = t[6]
     n0 = n
     copies = payloads and not views
     while pos < end:
@@ -1163,6 +1166,7 @@ def _walk_v2_body(
             r_size[n] = rend - rec_start
             r_key_size[n] = klen
             r_value_size[n] = vlen
+            signs |= klen | vlen | ts
             k_off[n] = kc
             v_off[n] = vc
             h_off[n] = hc
@@ -1196,6 +1200,7 @@ def _walk_v2_body(
                 hk_off[hc] = hkc
                 copy_bytes(src, hkpos, hk, hkd, hkc)
                 hv_size[hc] = hv
+                signs |= hv
                 hv_off[hc] = hvc
                 if hv > 0:
                     copy_bytes(src, pos, hv, hvd, hvc)
@@ -1213,7 +1218,7 @@ def _walk_v2_body(
         n += 1
     if n - n0 != count:
         return _fail_at(hdr, b, R_COUNT, end, count, n - n0)
-    t[0], t[1], t[2], t[3], t[4], t[5] = n, kc, vc, hc, hkc, hvc
+    t[0], t[1], t[2], t[3], t[4], t[5], t[6] = n, kc, vc, hc, hkc, hvc, signs
     return OK
 
 
@@ -1346,6 +1351,7 @@ def _walk_legacy(
             r_size[n] = stop - msg
             r_key_size[n] = klen
             r_value_size[n] = vlen
+            t[6] |= klen | vlen | ts
             k_off[n] = t[1]
             v_off[n] = t[2]
             h_off[n] = t[3]

@@ -35,6 +35,7 @@ SAMPLE_BATCHES = 8  # batches counted to size the first chunk's columns
 # call, where fresh pages cost 0.1-1 ms a MB to fault in on this machine)
 CHUNK_BLOCK = 24 << 20
 RECORD_BYTES = 48  # a record's fixed-width columns and offsets
+CURSORS = 6  # walk_records' cursors (records, key bytes, ...); after them the or of the signs
 SLACK = 256 << 10  # bytes each byte column is given beyond its estimate (reserved, touched only if used)
 AHEAD_BATCHES = 1 << 16  # batches whose claims a chunk is sized from
 SEGMENT = 16 << 20
@@ -283,11 +284,11 @@ class _Chunks:
         self.data, self.hdr, self.payloads, self.views = data, hdr, payloads, views
         self.data_windows = len(_windows(data)) if views else 0
         self.done: list[tables.RecordColumns] = []
-        self.seen = np.zeros(6, np.int64)  # what the batches walked held (a sample's, then the chunks')
+        self.seen = np.zeros(CURSORS, np.int64)  # what the batches walked held (a sample's, then the chunks')
         self.bytes_per_record = 26.0  # in the sample (a magic 0/1 message takes 26 bytes at least)
-        self.last = [0.0] * 6  # what the last chunk held per record
+        self.last = [0.0] * CURSORS  # what the last chunk held per record
         self.cols: tables.RecordColumns | None = None
-        self.t = np.zeros(6, np.int64)  # the walk's cursors in the open chunk
+        self.t = np.zeros(CURSORS + 1, np.int64)  # the walk's cursors in the open chunk, and its signs
         self.cap = self.t
 
     def walk(self, inner: np.ndarray, b: int, g: int, inner_first: int) -> None:
@@ -295,7 +296,7 @@ class _Chunks:
         of the views) into the chunks."""
         while b < g:
             if self.cols is None:
-                self._open(inner, b, g, np.zeros(6, np.int64))
+                self._open(inner, b, g, np.zeros(CURSORS, np.int64))
             assert self.cols is not None
             b = int(
                 k.walk_records(
@@ -305,20 +306,20 @@ class _Chunks:
             )  # fmt: skip
             if b == g:
                 return
-            if self.t.any():
+            if self.t[0]:
                 self._close_chunk()
             else:  # the batch does not fit an empty chunk: one that fits it
                 self._open(inner, b, g, self._count(inner, b, b + 1))
 
     def _count(self, inner: np.ndarray, b0: int, b1: int) -> np.ndarray:
         """What batches b0..b1 hold (the walk's cursors), by a walk that writes no column."""
-        t = np.zeros(6, np.int64)
+        t = np.zeros(CURSORS + 1, np.int64)
         none = _no_columns()
         k.walk_records(
             self.data, inner, self.hdr, b0, b1, False, k.CRC32_TABLE, k.CRC32C_TABLE, self.payloads,
             self.views, self.data_windows, t, t, *none,
         )  # fmt: skip
-        return t
+        return t[:CURSORS]
 
     def _open(self, inner: np.ndarray, b: int, g: int, need: np.ndarray) -> None:
         """A chunk for the batches from b on (b..g are decompressed), with room for ``need``."""
@@ -347,14 +348,15 @@ class _Chunks:
         n, key, value, nh, hkey, hvalue = want
         self.cols = tables.RecordColumns.allocate(n, nh, key, value, hkey, hvalue, self.views)
         self.cap = self.cols.capacity()
-        self.t = np.zeros(6, np.int64)
+        self.t = np.zeros(CURSORS + 1, np.int64)
 
     def _close_chunk(self) -> None:
         if self.cols is not None and self.t[0]:
+            t = self.t[:CURSORS]
             # a chunk a quarter full or less is copied out: its rows would keep the block alive
-            self.done.append(self.cols.used(self.t, copy=4 * self.t[0] <= self.cap[0]))
-            self.seen += self.t
-            self.last = (self.t / self.t[0]).tolist()
+            self.done.append(self.cols.used(t, copy=4 * t[0] <= self.cap[0], all_valid=self.t[CURSORS] >= 0))
+            self.seen += t
+            self.last = (t / t[0]).tolist()
         self.cols = None
 
     def close(self) -> list[tables.RecordColumns]:

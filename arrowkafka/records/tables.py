@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any, NamedTuple
@@ -284,6 +284,8 @@ class RecordColumns:
     hvalue_data: np.ndarray
     key_views: np.ndarray  # 16 bytes a record with views, else empty
     value_views: np.ndarray
+    # no size or timestamp below 0 (the walk says so): every row of those columns is valid
+    all_valid: bool = field(default=False, kw_only=True)
 
     @classmethod
     def allocate(
@@ -310,9 +312,10 @@ class RecordColumns:
         cols = self.batch, self.key_data, self.value_data, self.hvalue_size, self.hkey_data, self.hvalue_data
         return np.array([len(x) for x in cols], np.int64)
 
-    def used(self, t: np.ndarray, copy: bool = False) -> RecordColumns:
+    def used(self, t: np.ndarray, copy: bool = False, all_valid: bool = False) -> RecordColumns:
         """The columns cut to what the walk wrote (``t``: its cursors), with the last offsets
-        (the totals) written; ``copy``: into a block of their own size."""
+        (the totals) written; ``copy``: into a block of their own size. ``all_valid``: the walk
+        wrote no size or timestamp below 0."""
         n, key, value, nh, hkey, hvalue = (int(x) for x in t)
         for offsets, m, total in ((self.key_offsets, n, key), (self.value_offsets, n, value),
                                   (self.header_offsets, n, nh), (self.hkey_offsets, nh, hkey),
@@ -324,13 +327,14 @@ class RecordColumns:
             self.value_offsets[: n + 1], self.value_data[:value], self.header_offsets[: n + 1],
             self.hkey_offsets[: nh + 1], self.hkey_data[:hkey], self.hvalue_size[:nh],
             self.hvalue_offsets[: nh + 1], self.hvalue_data[:hvalue],
-            self.key_views[: 16 * n], self.value_views[: 16 * n],
+            self.key_views[: 16 * n], self.value_views[: 16 * n], all_valid=all_valid,
         )  # fmt: skip
         if not copy:
             return cut
         out = RecordColumns.allocate(n, nh, key, value, hkey, hvalue, len(self.key_views) > 0)
         for mine, theirs in zip(cut.kernel_args(), out.kernel_args(), strict=True):
             theirs[:] = mine  # (allocate gives each column exactly the cut's length)
+        out.all_valid = all_valid
         return out
 
     def kernel_args(self) -> tuple[Any, ...]:
@@ -346,7 +350,8 @@ class RecordColumns:
         get null keys and values here (their sizes stay in ``key_size``, ``value_size``).
         ``windows``: the buffers the views point into, when the walk wrote views."""
         n = len(self.batch)
-        key_valid, value_valid = _valid_where(self.key_size), _valid_where(self.value_size)
+        valid = _no_check if self.all_valid else _valid_where
+        key_valid, value_valid = valid(self.key_size), valid(self.value_size)
         kept_key, kept_value = key_valid, value_valid
         if kept is not None:
             kept_key, kept_value = _valid_where(self.key_size, kept), _valid_where(self.value_size, kept)
@@ -356,14 +361,14 @@ class RecordColumns:
             [None],
             children=[
                 _wrap(pa.string(), self.hkey_offsets, None, self.hkey_data),
-                _wrap(pa.binary(), self.hvalue_offsets, _valid_where(self.hvalue_size), self.hvalue_data),
+                _wrap(pa.binary(), self.hvalue_offsets, valid(self.hvalue_size), self.hvalue_data),
             ],
         )
         return pa.RecordBatch.from_arrays(
             [
                 _wrap(pa.int64(), self.batch),
                 _wrap(pa.int64(), self.offset),
-                _wrap(TS, self.ts, _valid_where(self.ts)),
+                _wrap(TS, self.ts, valid(self.ts)),
                 _views(self.key_views, n, kept_key, windows)
                 if windows is not None
                 else _wrap(pa.binary(), self.key_offsets, kept_key, self.key_data),
@@ -390,6 +395,11 @@ def _valid_where(values: np.ndarray, kept: np.ndarray | None = None) -> pa.Buffe
         return None
     mask = values != -1
     return _validity(mask if kept is None else mask & kept)
+
+
+def _no_check(values: np.ndarray) -> None:
+    """``_valid_where`` where the walk saw no value below 0: every row valid."""
+    return None
 
 
 def _views(views: np.ndarray, n: int, validity: pa.Buffer | None, windows: list[pa.Buffer]) -> pa.Array:

@@ -11,6 +11,7 @@ from batchtools import CODEC_IDS, Rec, build
 
 import arrowkafka as ak
 import arrowkafka.records.decode as decode_module
+from arrowkafka.records import tables
 from arrowkafka.records.codecs import CodecError, Sink, decompress_into
 
 FORMATS = [(m, c) for m in (0, 1, 2) for c in CODEC_IDS if m == 2 or c != "zstd"]  # zstd: magic 2 only
@@ -100,3 +101,43 @@ def test_records_unlike_the_first_ones_do_not_cut_the_table_into_many_chunks() -
     got = ak.decode_records([plain + keyed]).records
     assert got.num_rows == 120_000 and got.column("key").null_count == 100_000
     assert got.column("key").num_chunks <= 5
+
+
+@pytest.mark.parametrize("views", [False, True])
+@pytest.mark.parametrize("magic", [1, 2])
+def test_a_chunk_with_no_nulls_has_no_validity_and_one_with_nulls_has_them_where_they_are(
+    monkeypatch: pytest.MonkeyPatch, magic: int, views: bool
+) -> None:
+    # the walk tells which chunks hold no null and no negative timestamp (their columns need no
+    # validity, and none is worked out); a negative timestamp other than -1 is a time, not a null
+    plain = [Rec(b"k%d" % i, b"v" * i, [("h", b"x")] if magic == 2 else [], 1_700_000_000_000 + i)
+             for i in range(4)]  # fmt: skip
+    nulls = [
+        Rec(None, b"v", [], 1_700_000_000_000),
+        Rec(b"k", None, [("h", None)] if magic == 2 else [], 1_700_000_000_001),
+        Rec(b"k", b"v", [], -5),
+        Rec(b"k", b"v", [], -1),
+    ]
+    values = [build(magic, 0, plain), build(magic, 0, nulls, offset=10)]
+    _tiny(monkeypatch)  # a chunk a batch (magic 1: a chunk a record)
+    got = ak.decode_records(values, views=views).records
+    assert got.column("key").num_chunks >= 2
+    for name in ("key", "value", "timestamp", "key_size", "value_size"):
+        for chunk in got.column(name).chunks:
+            assert (chunk.buffers()[0] is None) == (chunk.null_count == 0), name
+    rows = got.to_pylist()[4:]
+    assert [r["key"] for r in rows] == [None, b"k", b"k", b"k"]
+    assert [r["value"] for r in rows] == [b"v", None, b"v", b"v"]
+    assert [r["key_size"] for r in rows] == [None, 1, 1, 1]
+    ts = got.column("timestamp").cast("int64").to_pylist()[4:]
+    assert ts == [1_700_000_000_000, 1_700_000_000_001, -5, None]
+    if magic == 2:
+        assert [h["value"] for r in got.to_pylist() for h in r["headers"]] == [b"x"] * 4 + [None]
+    # and where the walk saw no null and no negative timestamp, no column is searched for one
+
+    def searched(*args: object) -> None:
+        raise AssertionError("a column searched for nulls")
+
+    monkeypatch.setattr(tables, "_valid_where", searched)
+    alone = ak.decode_records(values[:1], views=views).records
+    assert alone.num_rows == 4 and alone.column("key").null_count == 0
