@@ -26,7 +26,8 @@ The work is done in four steps, like the message decoder's two passes:
 Numba's ``inline="always"`` is kept for what runs per record (varints, lengths, copies, views);
 per-batch readers, ``_i`` and the error paths are plain functions (LLVM still inlines the small
 ones): inlined by Numba at each of their call sites they made the first call compile 40 s of
-CPU instead of 26.
+CPU instead of 26. One exception: the magic 2 walk's body, inlined into its two kernels (the
+generic one and the one for views, whose flags are constants) and so compiled twice.
 
 Kernels never raise and never read outside ``data[starts[i]:ends[i]]`` (or a batch's region of
 ``inner``): a batch that fails gets an error code ``R_*`` in ``hdr[H_STATUS]`` with the byte
@@ -831,8 +832,9 @@ def walk_records(
     record's first header). ``cap`` holds what the columns have room for, in the cursors'
     order: a batch that would pass it is left as it was (cursors back at its start) and the
     walk stops there. The caller writes the last offsets (the totals). ``t[6]`` gathers, by
-    bitwise or, every size and timestamp written: while it stays at or above 0 no column holds
-    a null (-1) or a negative timestamp, and the arrays need no validity (no pass to find out).
+    bitwise or, the sizes and timestamps of the records kept (magic 0/1: also of a batch then
+    dropped, which only costs a search): while it stays at or above 0 no column holds a null
+    (-1) or a negative timestamp up to the cursors, and the arrays need no validity.
     ``views``: keys and values are not copied; ``k_view``/``v_view`` get Arrow's 16-byte views
     into ``data`` (buffers 0..) or ``inner`` (buffers ``inner_first``..), see ``_put_view``.
     Returns the batch the walk stopped at: b1 when every batch was walked.

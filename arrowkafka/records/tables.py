@@ -389,8 +389,9 @@ _HEADERS = RECORDS_SCHEMA.field("headers").type
 
 def _valid_where(values: np.ndarray, kept: np.ndarray | None = None) -> pa.Buffer | None:
     """The validity bitmap of a column whose nulls hold -1 (sizes, timestamps), and where
-    ``kept`` is given, of only its rows kept; None where every row is valid. (Asked for every
-    column of every chunk: a minimum, which allocates nothing, settles the usual case.)"""
+    ``kept`` is given, of only its rows kept; None where every row is valid. (Asked where the
+    walk wrote a value below 0, or with ``kept``: a minimum, which allocates nothing, settles
+    the usual case.)"""
     if kept is None and (len(values) == 0 or values.min() >= 0):
         return None
     mask = values != -1

@@ -112,13 +112,15 @@ def test_a_chunk_with_no_nulls_has_no_validity_and_one_with_nulls_has_them_where
     # validity, and none is worked out); a negative timestamp other than -1 is a time, not a null
     plain = [Rec(b"k%d" % i, b"v" * i, [("h", b"x")] if magic == 2 else [], 1_700_000_000_000 + i)
              for i in range(4)]  # fmt: skip
+    # each kind in a batch (a chunk) of its own: a walk that missed one would mark its chunk valid
     nulls = [
         Rec(None, b"v", [], 1_700_000_000_000),
-        Rec(b"k", None, [("h", None)] if magic == 2 else [], 1_700_000_000_001),
+        Rec(b"k", None, [], 1_700_000_000_001),
+        Rec(b"k", b"v", [("h", None)] if magic == 2 else [], 1_700_000_000_002),
         Rec(b"k", b"v", [], -5),
         Rec(b"k", b"v", [], -1),
     ]
-    values = [build(magic, 0, plain), build(magic, 0, nulls, offset=10)]
+    values = [build(magic, 0, plain), *(build(magic, 0, [r], offset=10 + i) for i, r in enumerate(nulls))]
     _tiny(monkeypatch)  # a chunk a batch (magic 1: a chunk a record)
     got = ak.decode_records(values, views=views).records
     assert got.column("key").num_chunks >= 2
@@ -126,11 +128,12 @@ def test_a_chunk_with_no_nulls_has_no_validity_and_one_with_nulls_has_them_where
         for chunk in got.column(name).chunks:
             assert (chunk.buffers()[0] is None) == (chunk.null_count == 0), name
     rows = got.to_pylist()[4:]
-    assert [r["key"] for r in rows] == [None, b"k", b"k", b"k"]
-    assert [r["value"] for r in rows] == [b"v", None, b"v", b"v"]
-    assert [r["key_size"] for r in rows] == [None, 1, 1, 1]
+    assert [r["key"] for r in rows] == [None, b"k", b"k", b"k", b"k"]
+    assert [r["value"] for r in rows] == [b"v", None, b"v", b"v", b"v"]
+    assert [r["key_size"] for r in rows] == [None, 1, 1, 1, 1]
+    assert [r["value_size"] for r in rows] == [1, None, 1, 1, 1]
     ts = got.column("timestamp").cast("int64").to_pylist()[4:]
-    assert ts == [1_700_000_000_000, 1_700_000_000_001, -5, None]
+    assert ts == [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002, -5, None]
     if magic == 2:
         assert [h["value"] for r in got.to_pylist() for h in r["headers"]] == [b"x"] * 4 + [None]
     # and where the walk saw no null and no negative timestamp, no column is searched for one
