@@ -26,8 +26,8 @@ The work is done in four steps, like the message decoder's two passes:
 Numba's ``inline="always"`` is kept for what runs per record (varints, lengths, copies, views);
 per-batch readers, ``_i`` and the error paths are plain functions (LLVM still inlines the small
 ones): inlined by Numba at each of their call sites they made the first call compile 40 s of
-CPU instead of 26. One exception: the magic 2 walk's body, inlined into its two kernels (the
-generic one and the one for views, whose flags are constants) and so compiled twice.
+CPU instead of 26. (So is the magic 2 walk: a second copy of it for views, its flags constants,
+was 1.2 ns a record faster in the cache and made that first call 58 s instead of 26.)
 
 Kernels never raise and never read outside ``data[starts[i]:ends[i]]`` (or a batch's region of
 ``inner``): a batch that fails gets an error code ``R_*`` in ``hdr[H_STATUS]`` with the byte
@@ -879,18 +879,11 @@ def walk_records(
         if hdr[H_MAGIC, b] == 2:
             # control records are kept whatever ``payloads`` says: they are decoded from them
             keep = payloads or (hdr[H_ATTR, b] & ATTR_CONTROL) != 0
-            if fill and keep and views:
-                err = _walk_v2_views(
-                    buf, start, end, hdr, b, vbase, t, cap, r_batch_p, r_offset_p, r_ts_p, r_size_p,
-                    r_key_size_p, r_value_size_p, k_off_p, k_data_p, v_off_p, v_data_p, h_off_p, hk_off_p,
-                    hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p,
-                )  # fmt: skip
-            else:
-                err = _walk_v2(
-                    buf, start, end, hdr, b, fill, keep, views, vbase, t, cap, r_batch_p, r_offset_p,
-                    r_ts_p, r_size_p, r_key_size_p, r_value_size_p, k_off_p, k_data_p, v_off_p, v_data_p,
-                    h_off_p, hk_off_p, hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p,
-                )  # fmt: skip
+            err = _walk_v2(
+                buf, start, end, hdr, b, fill, keep, views, vbase, t, cap, r_batch_p, r_offset_p,
+                r_ts_p, r_size_p, r_key_size_p, r_value_size_p, k_off_p, k_data_p, v_off_p, v_data_p,
+                h_off_p, hk_off_p, hk_data_p, hv_size_p, hv_off_p, hv_data_p, k_view_p, v_view_p,
+            )  # fmt: skip
         else:
             err = _walk_legacy(
                 buf,
@@ -1072,8 +1065,8 @@ def _put_view(dst, r, src, pos, n, vbase, end):
 # the 13 columns made the count walk 105 ns a record instead of 33 (bench/records.py, lz4).
 
 
-@njit(inline="always")
-def _walk_v2_body(
+@njit(cache=True, nogil=True)
+def _walk_v2(
     buf,
     pos,
     end,
@@ -1222,32 +1215,6 @@ def _walk_v2_body(
         return _fail_at(hdr, b, R_COUNT, end, count, n - n0)
     t[0], t[1], t[2], t[3], t[4], t[5], t[6] = n, kc, vc, hc, hkc, hvc, signs
     return OK
-
-
-@njit(cache=True, nogil=True)
-def _walk_v2(buf, pos, end, hdr, b, fill, payloads, views, vbase, t, cap, r_batch, r_offset, r_ts, r_size,
-             r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off, hk_off, hk_data, hv_size,
-             hv_off, hv_data, k_view, v_view):  # fmt: skip
-    """Walk a magic 2 batch's records (``_walk_v2_body``) -> OK, FULL or the error."""
-    return _walk_v2_body(
-        buf, pos, end, hdr, b, fill, payloads, views, vbase, t, cap,
-        r_batch, r_offset, r_ts, r_size, r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off,
-        hk_off, hk_data, hv_size, hv_off, hv_data, k_view, v_view,
-    )  # fmt: skip
-
-
-@njit(cache=True, nogil=True)
-def _walk_v2_views(buf, pos, end, hdr, b, vbase, t, cap, r_batch, r_offset, r_ts, r_size, r_key_size,
-                   r_value_size, k_off, k_data, v_off, v_data, h_off, hk_off, hk_data, hv_size, hv_off,
-                   hv_data, k_view, v_view):  # fmt: skip
-    """``_walk_v2`` writing every column, keys and values as views: its flags constants, so the
-    compiler drops what they turn off (records of 200-byte values in the cache, 17.4 -> 16.2 ns
-    a record; with copies no gain)."""
-    return _walk_v2_body(
-        buf, pos, end, hdr, b, True, True, True, vbase, t, cap,
-        r_batch, r_offset, r_ts, r_size, r_key_size, r_value_size, k_off, k_data, v_off, v_data, h_off,
-        hk_off, hk_data, hv_size, hv_off, hv_data, k_view, v_view,
-    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
